@@ -1,0 +1,45 @@
+"""memos: tiered memory for LLM agents.
+
+Hot (raw recent messages), warm (rolling summary), pinned constraints, behind a pager
+that keeps the prompt within a token budget and never splits a tool chain.
+"""
+
+from __future__ import annotations
+
+from .config import DEFAULT_SETTINGS, MemosSettings
+from .errors import BudgetExceeded, InvalidMessage, InvalidNamespace, MemosError
+from .memory import Memory, MemoryStats, PagingEvent
+from .messages import Message
+from .paging.guards import (
+    ALLOW_ALL,
+    ConstraintGuard,
+    Guard,
+    PinGuard,
+    RecencyGuard,
+    ToolChainGuard,
+    Verdict,
+)
+from .tokens import TokenCounter
+
+__all__ = [
+    "ALLOW_ALL",
+    "DEFAULT_SETTINGS",
+    "BudgetExceeded",
+    "ConstraintGuard",
+    "Guard",
+    "InvalidMessage",
+    "InvalidNamespace",
+    "Memory",
+    "MemoryStats",
+    "MemosError",
+    "MemosSettings",
+    "Message",
+    "PagingEvent",
+    "PinGuard",
+    "RecencyGuard",
+    "TokenCounter",
+    "ToolChainGuard",
+    "Verdict",
+]
+
+__version__ = "0.1.0"

@@ -1,0 +1,107 @@
+"""Settings: one frozen record holding every default.
+
+Change a setting with :func:`dataclasses.replace` (``replace(DEFAULT_SETTINGS,
+budget_tokens=4096)``) or :meth:`MemosSettings.from_env`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+__all__ = ["DEFAULT_SETTINGS", "MemosSettings"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemosSettings:
+    """Every tunable number of the pager and the tiers, with its default."""
+
+    # Prompt budget in tokens: the assembled context never exceeds it.
+    budget_tokens: int = 8192
+    # Share of the budget above which old, already-used tool results become placeholders.
+    soft_threshold: float = 0.60
+    # Share of the budget above which the oldest hot messages are demoted.
+    hard_threshold: float = 0.80
+    # Share of the budget the hot tier is brought down to by a demotion.
+    hot_target: float = 0.50
+    # Share of the budget the rolling summary may take.
+    summary_share: float = 0.15
+    # Every Nth demotion rebuilds the summary from the logged originals.
+    full_resummary_every: int = 5
+    # The newest N units (a turn, or a whole tool chain) always stay hot.
+    keep_recent_units: int = 2
+    # A placeholder keeps this many characters of the tool result it replaces.
+    placeholder_preview_chars: int = 120
+    # Model whose tiktoken encoding counts tokens; None counts with cl100k_base.
+    model: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.budget_tokens, int) or self.budget_tokens < 64:
+            raise ValueError(f"budget_tokens must be an int >= 64, got {self.budget_tokens!r}")
+        for name in ("soft_threshold", "hard_threshold", "hot_target", "summary_share"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not 0.0 < value <= 1.0:
+                raise ValueError(f"{name} must be in (0, 1], got {value!r}")
+        if not self.hot_target <= self.hard_threshold:
+            raise ValueError(
+                f"hot_target ({self.hot_target}) must not exceed hard_threshold ({self.hard_threshold})"
+            )
+        if self.soft_threshold > self.hard_threshold:
+            raise ValueError(
+                f"soft_threshold ({self.soft_threshold}) must not exceed hard_threshold ({self.hard_threshold})"
+            )
+        if self.full_resummary_every < 1:
+            raise ValueError("full_resummary_every must be >= 1")
+        if self.keep_recent_units < 1:
+            raise ValueError("keep_recent_units must be >= 1")
+
+    @property
+    def soft_tokens(self) -> int:
+        """Token count above which soft compaction runs."""
+        return int(self.budget_tokens * self.soft_threshold)
+
+    @property
+    def hard_tokens(self) -> int:
+        """Token count above which a demotion runs."""
+        return int(self.budget_tokens * self.hard_threshold)
+
+    @property
+    def hot_target_tokens(self) -> int:
+        """Token count the hot tier is brought down to by a demotion."""
+        return int(self.budget_tokens * self.hot_target)
+
+    @property
+    def summary_max_tokens(self) -> int:
+        """Largest size of the rolling summary, in tokens."""
+        return max(32, int(self.budget_tokens * self.summary_share))
+
+    @classmethod
+    def from_env(cls, base: MemosSettings | None = None, environ: dict[str, str] | None = None) -> MemosSettings:
+        """Settings from ``MEMOS_<FIELD>`` environment variables over ``base``.
+
+        ``MEMOS_BUDGET_TOKENS=4096`` sets ``budget_tokens``; unknown variables are ignored.
+        """
+        env = os.environ if environ is None else environ
+        base = base or DEFAULT_SETTINGS
+        changes: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = env.get(f"MEMOS_{f.name.upper()}")
+            if raw is None:
+                continue
+            current = getattr(base, f.name)
+            try:
+                if isinstance(current, bool):
+                    changes[f.name] = raw.lower() in {"1", "true", "yes", "on"}
+                elif isinstance(current, int):
+                    changes[f.name] = int(raw)
+                elif isinstance(current, float):
+                    changes[f.name] = float(raw)
+                else:
+                    changes[f.name] = raw or None
+            except ValueError as exc:
+                raise ValueError(f"MEMOS_{f.name.upper()}={raw!r} is not a valid {f.name}") from exc
+        return replace(base, **changes)
+
+
+DEFAULT_SETTINGS = MemosSettings()

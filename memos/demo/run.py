@@ -1,0 +1,138 @@
+"""Replay the packaged session through :class:`memos.Memory` and measure it.
+
+Every model call of the scripted agent asks memos for its context; the same call with
+the full history is counted beside it. The result says how many tokens each prompt
+took, how often the pager ran, whether every constraint was still in the last prompt,
+and how many prompts held an orphan tool message (it must be none).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..memory import Memory, PagingEvent
+from ..paging.context import find_orphans
+from .session import CONSTRAINTS, SYSTEM_PROMPT, Turn, demo_session
+
+__all__ = ["DemoResult", "plot_tokens", "run_demo"]
+
+
+@dataclass
+class DemoResult:
+    """What a replay measured."""
+
+    turns: int
+    budget: int
+    encoding: str
+    memos_tokens: list[int] = field(default_factory=list)  # prompt tokens per turn (all model calls of the turn)
+    full_tokens: list[int] = field(default_factory=list)
+    max_prompt_tokens: int = 0
+    model_calls: int = 0
+    demotions: int = 0
+    soft_compactions: int = 0
+    orphan_prompts: int = 0
+    over_budget_prompts: int = 0
+    constraints_present: dict[str, bool] = field(default_factory=dict)
+    messages_logged: int = 0
+    final_context: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def ratio(self) -> float:
+        """Cumulative prompt tokens with memos as a share of the full history's."""
+        full = sum(self.full_tokens)
+        return sum(self.memos_tokens) / full if full else 0.0
+
+
+def run_demo(
+    *,
+    turns: int = 220,
+    budget: int = 4096,
+    store: str | Path | None = None,
+    seed: int = 7,
+    on_event: Callable[[int, PagingEvent], None] | None = None,
+    on_turn: Callable[[int], None] | None = None,
+    session: list[Turn] | None = None,
+) -> DemoResult:
+    """Replay the packaged session (or ``session``) and return the measurements."""
+    script = session if session is not None else demo_session(turns, seed)
+    if store is None:
+        store = Path(tempfile.mkdtemp(prefix="memos-demo-")) / "demo.db"
+    current = {"turn": 0}
+
+    def forward(event: PagingEvent) -> None:
+        if on_event is not None:
+            on_event(current["turn"], event)
+
+    mem = Memory("demo", user="maya", store=store, budget=budget, on_event=forward)
+    result = DemoResult(turns=len(script), budget=budget, encoding=mem.counter.encoding_name)
+    full: list[dict[str, Any]] = []
+    full_tokens = 0
+
+    def add(message: dict[str, Any]) -> None:
+        nonlocal full_tokens
+        mem.add(message)
+        full.append(message)
+        full_tokens += mem.counter.count_message(message)
+
+    try:
+        add({"role": "system", "content": SYSTEM_PROMPT})
+        ctx: list[dict[str, Any]] = []
+        for turn in script:
+            current["turn"] = turn.number
+            add({"role": "user", "content": turn.user})
+            turn_memos = turn_full = 0
+            for step in turn.steps:
+                ctx = mem.context()
+                tokens = mem.counter.count_messages(ctx)
+                turn_memos += tokens
+                turn_full += full_tokens + 3
+                result.model_calls += 1
+                result.max_prompt_tokens = max(result.max_prompt_tokens, tokens)
+                result.orphan_prompts += bool(find_orphans(ctx))
+                result.over_budget_prompts += tokens > budget
+                add(step.assistant_message())
+                for tool_msg in step.tool_messages():
+                    add(tool_msg)
+            result.memos_tokens.append(turn_memos)
+            result.full_tokens.append(turn_full)
+            if on_turn is not None:
+                on_turn(turn.number)
+        ctx = mem.context()
+        text = "\n".join(str(m.get("content") or "") for m in ctx)
+        result.constraints_present = {c: c in text for c in CONSTRAINTS}
+        stats = mem.stats()
+        result.demotions = stats.demotions
+        result.soft_compactions = stats.soft_compactions
+        result.messages_logged = len(mem.history())
+        result.final_context = ctx
+    finally:
+        mem.close()
+    return result
+
+
+def plot_tokens(result: DemoResult, path: str | Path) -> Path:
+    """Write a PNG of prompt tokens per turn, memos against the full history."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(9, 4.5), dpi=110)
+    xs = list(range(1, len(result.memos_tokens) + 1))
+    ax.plot(xs, result.full_tokens, label="full history", color="#c0392b")
+    ax.plot(xs, result.memos_tokens, label=f"memos (budget {result.budget})", color="#2471a3")
+    ax.set_xlabel("turn")
+    ax.set_ylabel("prompt tokens per turn (all model calls)")
+    ax.set_title(f"memos demo: {result.turns} turns, {result.ratio:.1%} of the full history's tokens")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -1,0 +1,214 @@
+"""OpenAI chat messages: validation and the stored record.
+
+:func:`validate_batch` checks messages against the chat shape the OpenAI API accepts and
+against the tool calls still waiting for results, and returns them normalised (only the
+keys the API reads, ``None`` values dropped). :class:`Message` is a message as the log
+stores it: the OpenAI dict plus id, sequence number and token count.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import InvalidMessage
+
+__all__ = ["ROLES", "Message", "message_text", "validate_batch", "validate_message"]
+
+ROLES = ("system", "developer", "user", "assistant", "tool")
+_KEYS = {"role", "content", "name", "tool_calls", "tool_call_id"}
+# Keys an OpenAI response message carries that do not go back into a request.
+_DROPPED_KEYS = {"refusal", "annotations", "audio", "function_call", "reasoning_content"}
+
+
+@dataclass(frozen=True)
+class Message:
+    """One logged message.
+
+    ``data`` is the OpenAI chat dict exactly as it is sent to the model; ``seq`` is its
+    position in the session (0-based), ``id`` a stable identifier, ``tokens`` its size
+    as counted by the session's :class:`~memos.tokens.TokenCounter`.
+    """
+
+    id: str
+    seq: int
+    data: dict[str, Any]
+    tokens: int
+    created_at: float = 0.0
+    pinned: bool = False
+    meta: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def role(self) -> str:
+        """The message's role."""
+        return str(self.data["role"])
+
+    @property
+    def text(self) -> str:
+        """The message's text content ('' when it has none)."""
+        return message_text(self.data)
+
+    @property
+    def tool_call_ids(self) -> tuple[str, ...]:
+        """Ids of the tool calls an assistant message makes (empty otherwise)."""
+        return tuple(c["id"] for c in self.data.get("tool_calls") or ())
+
+    def to_openai(self) -> dict[str, Any]:
+        """A copy of the message in OpenAI chat format."""
+        return json.loads(json.dumps(self.data))
+
+
+def message_text(data: Mapping[str, Any]) -> str:
+    """The text of a chat message: its string content, or its text parts joined."""
+    content = data.get("content")
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "\n".join(part.get("text", "") for part in content if isinstance(part, Mapping))
+
+
+def _text_content(content: Any, where: str, *, allow_none: bool) -> Any:
+    if content is None:
+        if allow_none:
+            return None
+        raise InvalidMessage(f"{where}: 'content' is required")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        for i, part in enumerate(content):
+            if not isinstance(part, Mapping):
+                raise InvalidMessage(f"{where}: content part {i} must be an object, got {type(part).__name__}")
+            kind = part.get("type")
+            if kind == "text":
+                if not isinstance(part.get("text"), str):
+                    raise InvalidMessage(f"{where}: content part {i} of type 'text' needs a string 'text'")
+            elif kind in ("image_url", "input_audio", "file", "refusal"):
+                continue
+            else:
+                raise InvalidMessage(f"{where}: content part {i} has unknown type {kind!r}")
+        return [dict(p) for p in content]
+    raise InvalidMessage(f"{where}: 'content' must be a string or a list of content parts, got {type(content).__name__}")
+
+
+def _tool_calls(calls: Any, where: str) -> list[dict[str, Any]]:
+    if not isinstance(calls, list) or not calls:
+        raise InvalidMessage(f"{where}: 'tool_calls' must be a non-empty list")
+    out = []
+    seen: set[str] = set()
+    for i, call in enumerate(calls):
+        if not isinstance(call, Mapping):
+            raise InvalidMessage(f"{where}: tool_calls[{i}] must be an object")
+        call_id = call.get("id")
+        if not isinstance(call_id, str) or not call_id:
+            raise InvalidMessage(f"{where}: tool_calls[{i}] needs a non-empty string 'id'")
+        if call_id in seen:
+            raise InvalidMessage(f"{where}: tool call id {call_id!r} appears twice")
+        seen.add(call_id)
+        kind = call.get("type", "function")
+        if kind != "function":
+            raise InvalidMessage(f"{where}: tool_calls[{i}] has type {kind!r}; only 'function' is supported")
+        fn = call.get("function")
+        if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str) or not fn.get("name"):
+            raise InvalidMessage(f"{where}: tool_calls[{i}] needs 'function' with a non-empty string 'name'")
+        args = fn.get("arguments", "")
+        if not isinstance(args, str):
+            raise InvalidMessage(f"{where}: tool_calls[{i}].function.arguments must be a JSON string")
+        out.append({"id": call_id, "type": "function", "function": {"name": fn["name"], "arguments": args}})
+    return out
+
+
+def validate_message(raw: Any, where: str = "message") -> dict[str, Any]:
+    """Check one message's shape and return it normalised; raise :class:`InvalidMessage`.
+
+    Accepts plain dicts and objects with ``model_dump()`` (the OpenAI SDK's message types).
+    Tool results are not matched to their calls here: see :func:`validate_batch`.
+    """
+    if hasattr(raw, "model_dump") and not isinstance(raw, Mapping):
+        raw = raw.model_dump(exclude_none=True)
+    if not isinstance(raw, Mapping):
+        raise InvalidMessage(f"{where}: expected a dict in OpenAI chat format, got {type(raw).__name__}")
+    data = {k: v for k, v in raw.items() if v is not None and k not in _DROPPED_KEYS}
+    unknown = set(data) - _KEYS
+    if unknown:
+        raise InvalidMessage(f"{where}: unknown field(s) {sorted(unknown)}; allowed: {sorted(_KEYS)}")
+    role = data.get("role")
+    if role is None:
+        raise InvalidMessage(f"{where}: 'role' is missing")
+    if role not in ROLES:
+        raise InvalidMessage(f"{where}: unknown role {role!r}; expected one of {list(ROLES)}")
+    where = f"{where} (role {role!r})"
+    out: dict[str, Any] = {"role": role}
+    if "name" in data:
+        if not isinstance(data["name"], str) or not data["name"]:
+            raise InvalidMessage(f"{where}: 'name' must be a non-empty string")
+        out["name"] = data["name"]
+    if role == "assistant":
+        if "tool_calls" in data:
+            calls = _tool_calls(data["tool_calls"], where)
+            content = _text_content(data.get("content"), where, allow_none=True)
+            if content is not None:
+                out["content"] = content
+            out["tool_calls"] = calls
+        else:
+            out["content"] = _text_content(data.get("content"), where, allow_none=False)
+    else:
+        if "tool_calls" in data:
+            raise InvalidMessage(f"{where}: only assistant messages may have 'tool_calls'")
+        out["content"] = _text_content(data.get("content"), where, allow_none=False)
+    if role == "tool":
+        call_id = data.get("tool_call_id")
+        if not isinstance(call_id, str) or not call_id:
+            raise InvalidMessage(f"{where}: 'tool_call_id' is required and must be a non-empty string")
+        out["tool_call_id"] = call_id
+    elif "tool_call_id" in data:
+        raise InvalidMessage(f"{where}: only tool messages may have 'tool_call_id'")
+    return out
+
+
+def validate_batch(raw: Any, pending_calls: Sequence[str], known_call_ids: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """Validate one message or a list of them, in order, as the next messages of a session.
+
+    ``pending_calls`` are the tool call ids of the newest assistant message still waiting
+    for results. A tool message must answer one of them; while any is unanswered only
+    tool messages may follow (the API rejects anything else). ``known_call_ids`` are all
+    call ids already used in the session, so a reused id is caught.
+    Returns the normalised messages; raises :class:`InvalidMessage` naming the first bad one.
+    """
+    items = list(raw) if isinstance(raw, (list, tuple)) else [raw]
+    if not items:
+        raise InvalidMessage("add() needs at least one message")
+    pending = list(pending_calls)
+    used = set(known_call_ids)
+    out = []
+    for i, item in enumerate(items):
+        where = f"message {i}" if len(items) > 1 else "message"
+        msg = validate_message(item, where)
+        role = msg["role"]
+        if role == "tool":
+            call_id = msg["tool_call_id"]
+            if call_id not in pending:
+                if pending:
+                    raise InvalidMessage(
+                        f"{where}: tool_call_id {call_id!r} does not match a pending tool call; pending: {pending}"
+                    )
+                raise InvalidMessage(
+                    f"{where}: tool_call_id {call_id!r} does not answer any tool call (no call is waiting for a result)"
+                )
+            pending.remove(call_id)
+        else:
+            if pending:
+                raise InvalidMessage(
+                    f"{where}: a {role} message cannot follow unanswered tool calls {pending}; add their tool results first"
+                )
+            if role == "assistant" and "tool_calls" in msg:
+                ids = [c["id"] for c in msg["tool_calls"]]
+                reused = [c for c in ids if c in used]
+                if reused:
+                    raise InvalidMessage(f"{where}: tool call id(s) {reused} were already used in this session")
+                used.update(ids)
+                pending = ids
+        out.append(msg)
+    return out

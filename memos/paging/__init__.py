@@ -1,0 +1,1 @@
+"""Paging: the guard rules, the pager's pure policy functions, and context assembly."""

@@ -1,0 +1,83 @@
+"""Prompt assembly: the sections in their fixed order, as OpenAI chat messages.
+
+Order: the caller's system messages; pinned constraints and messages; the rolling
+summary; recalled memory; the hot messages (verbatim, or as placeholders); the query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["PINNED_HEADER", "SUMMARY_HEADER", "assemble", "find_orphans", "pinned_message", "summary_message"]
+
+PINNED_HEADER = "[memory: pinned]"
+SUMMARY_HEADER = "[memory: summary]"
+
+
+def pinned_message(lines: Sequence[str]) -> dict[str, Any] | None:
+    """The system message listing pinned constraints and messages (None when empty)."""
+    if not lines:
+        return None
+    body = "\n".join(f"- {ln}" for ln in lines)
+    return {
+        "role": "system",
+        "content": f"{PINNED_HEADER} Stated earlier in this conversation and still in force:\n{body}",
+    }
+
+
+def summary_message(text: str, through_seq: int) -> dict[str, Any] | None:
+    """The system message carrying the rolling summary (None when empty)."""
+    if not text.strip():
+        return None
+    return {
+        "role": "system",
+        "content": f"{SUMMARY_HEADER} Summary of earlier messages (through #{through_seq}):\n{text}",
+    }
+
+
+def assemble(
+    *,
+    system: Sequence[dict[str, Any]],
+    pinned: dict[str, Any] | None,
+    summary: dict[str, Any] | None,
+    recalled: dict[str, Any] | None,
+    hot: Sequence[dict[str, Any]],
+    query: dict[str, Any] | None,
+) -> list[dict[str, Any]]:
+    """The prompt, in section order; empty sections are left out."""
+    out: list[dict[str, Any]] = list(system)
+    for section in (pinned, summary, recalled):
+        if section is not None:
+            out.append(section)
+    out.extend(hot)
+    if query is not None:
+        out.append(query)
+    return out
+
+
+def find_orphans(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Problems the chat API rejects: tool messages without their call, calls without results.
+
+    A chain at the very end of the prompt whose results are still missing is in flight,
+    not an orphan. Returns one description per problem (empty when the prompt is sound).
+    """
+    problems: list[str] = []
+    open_calls: list[str] = []
+    open_at = -1
+    for i, m in enumerate(messages):
+        role = m.get("role")
+        if role == "tool":
+            cid = m.get("tool_call_id")
+            if cid in open_calls:
+                open_calls.remove(cid)
+            else:
+                problems.append(f"message {i}: tool result {cid!r} has no matching call before it")
+            continue
+        if open_calls:
+            problems.append(f"message {open_at}: tool calls {open_calls} have no results")
+            open_calls = []
+        if role == "assistant" and m.get("tool_calls"):
+            open_calls = [c["id"] for c in m["tool_calls"]]
+            open_at = i
+    return problems

@@ -1,0 +1,50 @@
+"""Text patterns the rule-based parts share: identifiers, small talk, cue words."""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["ACK", "DECISION", "FAILURE", "GOAL", "IDENTIFIER", "find_identifiers"]
+
+_IDENTIFIER_PARTS = [
+    r"https?://[^\s<>\"')\]]+",  # URLs
+    r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+",  # emails
+    r"(?<![\w/])(?:~|\.{1,2})?/(?:[\w.-]+/)*[\w.-]+\.\w+",  # unix file paths with an extension
+    r"[A-Za-z]:\\(?:[\w .-]+\\)*[\w .-]+",  # windows paths
+    r"\b[A-Z]{2,}[A-Z0-9]*[-_#]?\d[\w-]*\b",  # ORD-12345, INV2024, TKT-88-A
+    r"\b(?=[A-Za-z0-9-]*\d)(?=[A-Za-z0-9-]*[A-Z])[A-Z0-9][A-Za-z0-9]*-[A-Za-z0-9-]+\b",  # A1-B2 codes
+    r"[$€£¥]\s?\d[\d,]*(?:\.\d+)?",  # amounts with a currency sign
+    r"\b\d[\d,]*(?:\.\d+)?\s?(?:USD|EUR|GBP|CNY|RMB|JPY|dollars|euros|元|块)",  # amounts with a unit
+    r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b",  # ISO dates
+    r"\b\d{1,2}/\d{1,2}/\d{2,4}\b",  # 5/8/2023
+    r"\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*\.? \d{1,2}(?:st|nd|rd|th)?,? \d{4}\b",
+    r"\b\d{1,2} (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*,? \d{4}\b",
+    r"\d{4}年\d{1,2}月\d{1,2}日",
+    r"\b\d{1,5} [A-Z][a-z]+(?: [A-Z][a-z]+)* (?:Street|St|Avenue|Ave|Road|Rd|Lane|Ln|Boulevard|Blvd|Drive|Dr|Way|Court|Ct|Place|Pl)\b\.?",
+    r"\+?\d[\d -]{7,}\d",  # phone numbers
+]
+IDENTIFIER = re.compile("|".join(f"(?:{p})" for p in _IDENTIFIER_PARTS))
+
+ACK = re.compile(
+    r"^(?:hi|hello|hey|thanks|thank you|thx|ok|okay|sure|great|cool|nice|got it|sounds good|perfect|"
+    r"you're welcome|no problem|bye|goodbye|good morning|good night|alright|yes|no|yep|nope|"
+    r"你好|谢谢|好的|嗯|再见)(?:[ ,!.~。！]*(?:there|so much|a lot|again|thanks|!)?)*[ ,!.~。！]*$",
+    re.IGNORECASE,
+)
+GOAL = re.compile(r"\b(?:want|need|goal|trying to|plan|please|would like|looking for|help me)\b|想要|需要|帮我|计划", re.I)
+DECISION = re.compile(
+    r"\b(?:decided|decide|let's|we'll|i'll|will|chose|choose|confirmed|confirm|agreed|booked|instead|go with|"
+    r"switch(?:ed)? to|actually|correction|changed)\b|决定|确认|改成|换成",
+    re.I,
+)
+FAILURE = re.compile(r"\b(?:error|failed|failure|unable|rejected|not available|unavailable|denied|invalid|timeout|sold out)\b|失败|错误", re.I)
+
+
+def find_identifiers(text: str) -> list[str]:
+    """Identifiers in ``text`` (ids, order numbers, amounts, dates, emails, URLs, paths, addresses), in order, unique."""
+    seen: dict[str, None] = {}
+    for m in IDENTIFIER.finditer(text):
+        token = m.group(0).strip().rstrip(".,;:")
+        if len(token) >= 3:
+            seen.setdefault(token, None)
+    return list(seen)

@@ -1,0 +1,273 @@
+"""The store: SQLModel tables for the message log, summaries and compaction events.
+
+The message log is the source of truth. Every message is written here, in its own
+transaction, before any paging happens; a demotion changes only the ``tier`` and
+``compacted`` columns of logged rows and adds a summary version and a compaction event,
+all in one transaction. Any SQLAlchemy URL works; a plain path means a SQLite file
+(opened in WAL mode with a busy timeout).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import UniqueConstraint, event, func
+from sqlalchemy.engine import Engine
+from sqlmodel import Field, Session, SQLModel, create_engine, select
+
+from .errors import InvalidNamespace
+from .messages import Message
+
+__all__ = [
+    "NAMESPACE_SEP",
+    "CompactionRow",
+    "MessageRow",
+    "Namespace",
+    "Store",
+    "SummaryRow",
+    "validate_namespace",
+]
+
+NAMESPACE_SEP = "/"
+Namespace = tuple[str, ...]
+
+
+def validate_namespace(namespace: Sequence[Any]) -> Namespace:
+    """Check a namespace (e.g. ``(user, agent, session)``) and return it as a tuple.
+
+    Raises :class:`~memos.errors.InvalidNamespace` for an empty namespace, a label that is
+    not a non-empty string, or a label containing ``/`` (the separator of the stored form).
+    """
+    ns = tuple(namespace)
+    if not ns:
+        raise InvalidNamespace("a namespace needs at least one label")
+    for label in ns:
+        if not isinstance(label, str) or not label.strip():
+            raise InvalidNamespace(f"namespace labels must be non-empty strings, got {label!r}")
+        if NAMESPACE_SEP in label:
+            raise InvalidNamespace(f"namespace label {label!r} must not contain {NAMESPACE_SEP!r}")
+    return ns
+
+
+def _ns_key(ns: Namespace) -> str:
+    return NAMESPACE_SEP.join(ns)
+
+
+class MessageRow(SQLModel, table=True):
+    """One logged message. ``data`` is the OpenAI dict as JSON; never rewritten."""
+
+    __tablename__ = "memos_message"
+    __table_args__ = (UniqueConstraint("namespace", "seq"),)
+
+    id: str = Field(primary_key=True)
+    namespace: str = Field(index=True)
+    seq: int
+    role: str
+    data: str
+    tokens: int
+    created_at: float
+    # 'hot' (raw in the context), 'warm' (demoted: summarised), 'pinned' (demoted but pinned)
+    tier: str = Field(default="hot")
+    # pinned by the user (Memory.pin) or by a guard when it was demoted
+    pinned: bool = Field(default=False)
+    # replaced by a placeholder in the hot tier (soft compaction); the data stays here
+    compacted: bool = Field(default=False)
+
+
+class SummaryRow(SQLModel, table=True):
+    """One version of a session's rolling summary."""
+
+    __tablename__ = "memos_summary"
+
+    id: int | None = Field(default=None, primary_key=True)
+    namespace: str = Field(index=True)
+    version: int
+    text: str
+    tokens: int
+    # the newest message seq folded into this version
+    through_seq: int
+    # 'incremental' (old summary + new segment) or 'full' (rebuilt from the logged originals)
+    kind: str
+    created_at: float
+
+
+class CompactionRow(SQLModel, table=True):
+    """One paging event: a soft compaction or a demotion."""
+
+    __tablename__ = "memos_compaction"
+
+    id: int | None = Field(default=None, primary_key=True)
+    namespace: str = Field(index=True)
+    kind: str  # 'soft' or 'hard'
+    tokens_before: int
+    tokens_after: int
+    message_ids: str  # JSON list of the message ids compacted or demoted
+    summary_version: int | None = None
+    summarizer: str = ""
+    duration_ms: float = 0.0
+    created_at: float
+
+
+@dataclass(frozen=True)
+class Demotion:
+    """What one demotion writes, in one transaction."""
+
+    warm_ids: Sequence[str]
+    pinned_ids: Sequence[str]
+    summary_text: str | None  # None: the summary is unchanged (only pinned units moved)
+    summary_tokens: int
+    summary_kind: str
+    through_seq: int
+    tokens_before: int
+    tokens_after: int
+    summarizer: str
+    duration_ms: float
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA busy_timeout=10000")
+    cur.close()
+
+
+def make_engine(store: str | Path) -> Engine:
+    """An engine for an SQLAlchemy URL, or for a SQLite file when given a path."""
+    url = str(store)
+    if "://" not in url:
+        path = Path(url).expanduser()
+        if url != ":memory:":
+            path.parent.mkdir(parents=True, exist_ok=True)
+            url = f"sqlite:///{path}"
+        else:
+            url = "sqlite://"
+    engine = create_engine(url)
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+class Store:
+    """Reads and writes one database. Every method is scoped by a namespace."""
+
+    def __init__(self, store: str | Path | Engine) -> None:
+        self.engine = store if isinstance(store, Engine) else make_engine(store)
+        SQLModel.metadata.create_all(self.engine)
+
+    def close(self) -> None:
+        """Release the engine's connections."""
+        self.engine.dispose()
+
+    # -- message log ---------------------------------------------------------------
+
+    def load_messages(self, ns: Namespace) -> list[tuple[Message, str, bool]]:
+        """Every logged message of ``ns`` in order, with its tier and compacted flag."""
+        with Session(self.engine) as s:
+            rows = s.exec(select(MessageRow).where(MessageRow.namespace == _ns_key(ns)).order_by(MessageRow.seq)).all()
+            return [(_to_message(r), r.tier, r.compacted) for r in rows]
+
+    def next_seq(self, ns: Namespace) -> int:
+        """The sequence number the next message of ``ns`` gets."""
+        with Session(self.engine) as s:
+            top = s.exec(select(func.max(MessageRow.seq)).where(MessageRow.namespace == _ns_key(ns))).one()
+            return 0 if top is None else int(top) + 1
+
+    def append(self, ns: Namespace, items: Sequence[tuple[dict[str, Any], int, bool]], first_seq: int) -> list[Message]:
+        """Log new messages (data, tokens, pinned) in one transaction and return them."""
+        now = time.time()
+        out = []
+        rows = []
+        for offset, (data, tokens, pinned) in enumerate(items):
+            mid = uuid.uuid4().hex
+            seq = first_seq + offset
+            rows.append(
+                MessageRow(
+                    id=mid, namespace=_ns_key(ns), seq=seq, role=data["role"],
+                    data=json.dumps(data, ensure_ascii=False), tokens=tokens, created_at=now, pinned=pinned,
+                )
+            )
+            out.append(Message(id=mid, seq=seq, data=data, tokens=tokens, created_at=now, pinned=pinned))
+        with Session(self.engine) as s:
+            s.add_all(rows)
+            s.commit()
+        return out
+
+    def set_flags(self, ns: Namespace, ids: Iterable[str], **values: Any) -> None:
+        """Set ``pinned`` / ``compacted`` / ``tier`` on logged rows of ``ns``."""
+        ids = list(ids)
+        if not ids:
+            return
+        with Session(self.engine) as s:
+            rows = s.exec(select(MessageRow).where(MessageRow.namespace == _ns_key(ns), MessageRow.id.in_(ids))).all()  # type: ignore[attr-defined]
+            for r in rows:
+                for k, v in values.items():
+                    setattr(r, k, v)
+                s.add(r)
+            s.commit()
+
+    def compact(self, ns: Namespace, ids: Sequence[str], tokens_before: int, tokens_after: int) -> None:
+        """Record a soft compaction: mark ``ids`` compacted and log the event."""
+        with Session(self.engine) as s:
+            rows = s.exec(select(MessageRow).where(MessageRow.namespace == _ns_key(ns), MessageRow.id.in_(list(ids)))).all()  # type: ignore[attr-defined]
+            for r in rows:
+                r.compacted = True
+                s.add(r)
+            s.add(CompactionRow(namespace=_ns_key(ns), kind="soft", tokens_before=tokens_before,
+                                tokens_after=tokens_after, message_ids=json.dumps(list(ids)), created_at=time.time()))
+            s.commit()
+
+    def demote(self, ns: Namespace, d: Demotion) -> SummaryRow | None:
+        """Apply a demotion in one transaction; returns the new summary version, if any."""
+        key = _ns_key(ns)
+        with Session(self.engine) as s:
+            ids = list(d.warm_ids) + list(d.pinned_ids)
+            rows = s.exec(select(MessageRow).where(MessageRow.namespace == key, MessageRow.id.in_(ids))).all()  # type: ignore[attr-defined]
+            pinned = set(d.pinned_ids)
+            for r in rows:
+                r.tier = "pinned" if r.id in pinned else "warm"
+                s.add(r)
+            summary = None
+            if d.summary_text is not None:
+                top = s.exec(select(func.max(SummaryRow.version)).where(SummaryRow.namespace == key)).one()
+                summary = SummaryRow(namespace=key, version=1 if top is None else int(top) + 1, text=d.summary_text,
+                                     tokens=d.summary_tokens, through_seq=d.through_seq, kind=d.summary_kind,
+                                     created_at=time.time())
+                s.add(summary)
+            s.add(CompactionRow(namespace=key, kind="hard", tokens_before=d.tokens_before, tokens_after=d.tokens_after,
+                                message_ids=json.dumps(ids), summary_version=summary.version if summary else None,
+                                summarizer=d.summarizer, duration_ms=d.duration_ms, created_at=time.time()))
+            s.commit()
+            if summary is not None:
+                s.refresh(summary)
+                s.expunge(summary)
+        return summary
+
+    # -- summaries and events ------------------------------------------------------
+
+    def latest_summary(self, ns: Namespace) -> SummaryRow | None:
+        """The newest summary version of ``ns``, if any."""
+        with Session(self.engine) as s:
+            return s.exec(
+                select(SummaryRow).where(SummaryRow.namespace == _ns_key(ns)).order_by(SummaryRow.version.desc())  # type: ignore[attr-defined]
+            ).first()
+
+    def summaries(self, ns: Namespace) -> list[SummaryRow]:
+        """Every summary version of ``ns``, oldest first."""
+        with Session(self.engine) as s:
+            return list(s.exec(select(SummaryRow).where(SummaryRow.namespace == _ns_key(ns)).order_by(SummaryRow.version)).all())
+
+    def compactions(self, ns: Namespace) -> list[CompactionRow]:
+        """Every compaction event of ``ns``, oldest first."""
+        with Session(self.engine) as s:
+            return list(s.exec(select(CompactionRow).where(CompactionRow.namespace == _ns_key(ns)).order_by(CompactionRow.id)).all())  # type: ignore[arg-type]
+
+
+def _to_message(r: MessageRow) -> Message:
+    return Message(id=r.id, seq=r.seq, data=json.loads(r.data), tokens=r.tokens, created_at=r.created_at, pinned=r.pinned)

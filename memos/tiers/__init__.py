@@ -1,0 +1,1 @@
+"""The memory tiers: hot (raw recent messages) and warm (rolling summary)."""

@@ -1,0 +1,210 @@
+"""The warm tier: a rolling summary of what left the hot tier.
+
+A demotion summarises in three steps, kept apart so each is easy to test:
+:func:`prepare_summary` decides what to summarise (incremental, or every Nth time a full
+re-summary from the logged originals) and returns a :class:`SummaryPlan`; a
+:class:`Summarizer` turns the plan into text; :func:`fit_summary` holds the result to its
+token cap whatever wrote it. :class:`memos.Memory` persists the version.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
+
+from ..messages import Message
+from ..paging.guards import is_constraint, split_sentences
+from ..patterns import ACK, DECISION, FAILURE, GOAL, find_identifiers
+from ..tokens import TokenCounter
+
+__all__ = [
+    "ExtractiveSummarizer",
+    "SummaryPlan",
+    "Summarizer",
+    "fit_summary",
+    "prepare_summary",
+]
+
+SummaryKind = Literal["incremental", "full"]
+
+
+@dataclass(frozen=True)
+class SummaryPlan:
+    """What one summary step should do.
+
+    ``incremental``: fold ``messages`` (the demoted segment) into ``previous``.
+    ``full``: summarise ``messages`` (every demoted original) from nothing.
+    """
+
+    kind: SummaryKind
+    previous: str | None
+    messages: tuple[Message, ...]
+    max_tokens: int
+    through_seq: int
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """Turns a :class:`SummaryPlan` into summary text."""
+
+    name: str
+
+    def summarize(self, plan: SummaryPlan) -> str:
+        """The new summary text (one fact or event per line is best)."""
+        ...
+
+
+def prepare_summary(
+    *,
+    previous: str | None,
+    segment: Sequence[Message],
+    demotion_number: int,
+    full_every: int,
+    max_tokens: int,
+    originals: Callable[[], Sequence[Message]],
+) -> SummaryPlan:
+    """Plan the summary for the ``demotion_number``-th demotion (1-based).
+
+    Every ``full_every``-th demotion rebuilds the summary from ``originals()`` (all
+    demoted messages, read from the log) so that errors of incremental updates do not
+    compound; the others fold ``segment`` into ``previous``.
+    """
+    if not segment:
+        raise ValueError("prepare_summary needs a non-empty segment")
+    through = max(m.seq for m in segment)
+    if previous is None or demotion_number % full_every == 0:
+        msgs = tuple(originals()) if previous is not None else tuple(segment)
+        return SummaryPlan("full", None, msgs, max_tokens, through)
+    return SummaryPlan("incremental", previous, tuple(segment), max_tokens, through)
+
+
+def fit_summary(text: str, max_tokens: int, counter: TokenCounter) -> str:
+    """``text`` held to ``max_tokens``: the oldest lines go first, a lone long line is clipped."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    sizes = [counter.count(ln) + 1 for ln in lines]
+    total = sum(sizes)
+    start = 0
+    while total > max_tokens and start < len(lines) - 1:
+        total -= sizes[start]
+        start += 1
+    kept = lines[start:]
+    if kept and total > max_tokens:
+        kept = [counter.clip(kept[0], max_tokens - 2, " … ")]
+    return "\n".join(kept)
+
+
+_LINE_CHARS = 240
+_SPACES = re.compile(r"\s+")
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    score: int
+    order: int
+    text: str
+
+
+def _score(sentence: str, role: str) -> int:
+    if ACK.match(sentence.strip()):
+        return -1
+    score = 0
+    if role in ("user", "system", "developer") and is_constraint(sentence):
+        score += 4
+    ids = find_identifiers(sentence)
+    score += min(4, 2 * len(ids))
+    if DECISION.search(sentence):
+        score += 2
+    if GOAL.search(sentence):
+        score += 2
+    if FAILURE.search(sentence):
+        score += 2
+    if any(ch.isdigit() for ch in sentence):
+        score += 1
+    if len(sentence.split()) < 4 and not ids and not any("\u4e00" <= ch <= "\u9fff" for ch in sentence):
+        score -= 1
+    return score
+
+
+def _clip_line(text: str) -> str:
+    text = _SPACES.sub(" ", text).strip()
+    if len(text) <= _LINE_CHARS:
+        return text
+    head = text[:_LINE_CHARS]
+    lost = [i for i in find_identifiers(text) if i not in head]
+    return head + "…" + (f" [ids: {', '.join(lost[:8])}]" if lost else "")
+
+
+def _compact_json(text: str) -> str:
+    try:
+        value = json.loads(text)
+    except (ValueError, TypeError):
+        return text
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class ExtractiveSummarizer:
+    """Offline summariser: keeps the sentences that carry goals, constraints, decisions,
+    numbers and ids, and tool outcomes; drops greetings and acknowledgements.
+
+    Each kept sentence becomes one line ``- role: sentence``. When the lines exceed the
+    cap, the lowest-scored go first (older ones first among equals).
+    """
+
+    name = "extractive"
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+
+    def candidates(self, messages: Sequence[Message], start: int = 0) -> list[_Candidate]:
+        """Scored summary lines for ``messages``; ``start`` numbers them after older lines."""
+        out: list[_Candidate] = []
+        order = start
+        names: dict[str, str] = {}
+        for m in messages:
+            role = m.role
+            for call in m.data.get("tool_calls") or ():
+                fn = call["function"]
+                names[call["id"]] = fn["name"]
+                out.append(_Candidate(3 + min(2, len(find_identifiers(fn["arguments"]))), order,
+                                      _clip_line(f"- assistant called {fn['name']}({_compact_json(fn['arguments'])})")))
+                order += 1
+            if role == "tool":
+                name = names.get(str(m.data.get("tool_call_id")), "tool")
+                text = _compact_json(m.text)
+                score = 2 + (3 if FAILURE.search(text) else 0) + min(2, len(find_identifiers(text)))
+                out.append(_Candidate(score, order, _clip_line(f"- {name} returned: {text}")))
+                order += 1
+                continue
+            for sentence in split_sentences(m.text):
+                score = _score(sentence, role)
+                if score >= 1:
+                    out.append(_Candidate(score, order, _clip_line(f"- {role}: {sentence}")))
+                order += 1
+        return out
+
+    def summarize(self, plan: SummaryPlan) -> str:
+        """Fold the plan's messages into the previous summary (or start afresh), within the cap."""
+        cands: list[_Candidate] = []
+        if plan.previous:
+            for i, line in enumerate(ln for ln in plan.previous.splitlines() if ln.strip()):
+                role = line[2:].split(":", 1)[0] if line.startswith("- ") else ""
+                cands.append(_Candidate(_score(line, role) + 1, i, line))
+        cands.extend(self.candidates(plan.messages, start=len(cands)))
+        seen: set[str] = set()
+        unique = []
+        for c in cands:
+            key = c.text.lower()
+            if key not in seen:
+                seen.add(key)
+                unique.append(c)
+        budget = plan.max_tokens
+        chosen = []
+        for c in sorted(unique, key=lambda c: (-c.score, -c.order)):
+            cost = self.counter.count(c.text) + 1
+            if cost <= budget:
+                chosen.append(c)
+                budget -= cost
+        return "\n".join(c.text for c in sorted(chosen, key=lambda c: c.order))

