@@ -67,7 +67,9 @@ def message_text(data: Mapping[str, Any]) -> str:
         return ""
     if isinstance(content, str):
         return content
-    return "\n".join(part.get("text", "") for part in content if isinstance(part, Mapping))
+    return "\n".join(
+        str(part.get("text", "")) for part in content if isinstance(part, Mapping) and part.get("type") == "text"
+    )
 
 
 def _text_content(content: Any, where: str, *, allow_none: bool) -> Any:

@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memos import Memory
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def assistant(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": text}
+
+
+def call(call_id: str, name: str = "lookup", **args: Any) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+
+
+def tool_chain(prefix: str, n: int = 1, result: str = "result", name: str = "lookup") -> list[dict[str, Any]]:
+    """An assistant message with ``n`` tool calls followed by all their results."""
+    calls = [call(f"{prefix}-{i}", name, i=i) for i in range(n)]
+    msgs: list[dict[str, Any]] = [{"role": "assistant", "content": None, "tool_calls": calls}]
+    msgs += [{"role": "tool", "tool_call_id": c["id"], "content": f"{result} {i}"} for i, c in enumerate(calls)]
+    return msgs
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> str:
+    return str(tmp_path / "memos.db")
+
+
+@pytest.fixture
+def make_memory(store: str) -> Iterator[Callable[..., Memory]]:
+    opened: list[Memory] = []
+
+    def make(**kwargs: Any) -> Memory:
+        kwargs.setdefault("store", store)
+        mem = Memory(kwargs.pop("session", "s1"), **kwargs)
+        opened.append(mem)
+        return mem
+
+    yield make
+    for m in opened:
+        m.close()

@@ -1,0 +1,172 @@
+"""Memory end to end on real SQLite files: logging, paging, assembly, resume."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memos import BudgetExceeded, InvalidNamespace, Memory, MemosSettings, PagingEvent
+from memos.paging.context import PINNED_HEADER, SUMMARY_HEADER, find_orphans
+from tests.conftest import assistant, tool_chain, user
+
+
+def fill(mem: Memory, turns: int, *, result_words: int = 60, start: int = 0) -> None:
+    for i in range(start, start + turns):
+        mem.add(user(f"Turn {i}: please look up item ITEM-{i:04d} for me."))
+        mem.add(tool_chain(f"t{i}", result=json.dumps({"item": f"ITEM-{i:04d}", "notes": "word " * result_words})))
+        mem.add(assistant(f"Item ITEM-{i:04d} is available."))
+
+
+def tokens(mem: Memory, ctx) -> int:
+    return mem.counter.count_messages(ctx)
+
+
+def test_resume_after_100_messages_gives_the_same_context(store):
+    mem = Memory("resume", store=store, budget=1024)
+    mem.add({"role": "system", "content": "You are terse."})
+    mem.add(user("I never want emails before 8am."))
+    fill(mem, 24)  # 1 + 1 + 24 * 4 = 98 messages
+    mem.add([user("last question"), assistant("last answer")])
+    assert len(mem.history()) == 100
+    before, stats = mem.context(), mem.stats()
+    assert stats.demotions > 0
+    mem.close()
+    again = Memory("resume", store=store, budget=1024)
+    assert again.context() == before
+    assert again.stats() == stats
+    again.add(user("one more"))
+    assert [m.seq for m in again.history()] == list(range(101))
+    again.close()
+
+
+def test_context_never_exceeds_the_budget_and_keeps_chains_whole(make_memory):
+    mem = make_memory(budget=800)
+    fill(mem, 40)
+    ctx = mem.context()
+    assert tokens(mem, ctx) <= 800
+    assert find_orphans(ctx) == []
+    assert mem.stats().demotions > 0 and mem.stats().soft_compactions > 0
+    assert len(mem.history()) == 160
+
+
+def test_summary_enters_as_a_system_message(make_memory):
+    mem = make_memory(budget=600)
+    fill(mem, 20)
+    ctx = mem.context()
+    summaries = [m for m in ctx if SUMMARY_HEADER in str(m.get("content"))]
+    assert len(summaries) == 1 and summaries[0]["role"] == "system"
+    assert not any(SUMMARY_HEADER in str(m.get("content")) for m in ctx if m["role"] != "system")
+
+
+def test_query_is_appended_but_not_stored(make_memory):
+    mem = make_memory(budget=2000)
+    mem.add([user("hi"), assistant("hello")])
+    ctx = mem.context(query="what did I say?")
+    assert ctx[-1] == {"role": "user", "content": "what did I say?"}
+    assert [m.text for m in mem.history()] == ["hi", "hello"]
+    with pytest.raises(ValueError, match="query must be a string"):
+        mem.context(query=5)  # type: ignore[arg-type]
+
+
+def test_constraints_stay_visible_after_many_demotions(make_memory):
+    mem = make_memory(budget=700)
+    mem.add(user("I don't eat spicy food."))
+    mem.add(user("我不吃辣，所有带辣椒的推荐都不要。"))
+    fill(mem, 60)
+    ctx = mem.context()
+    text = "\n".join(str(m.get("content")) for m in ctx)
+    assert mem.stats().demotions >= 20
+    assert "I don't eat spicy food." in text
+    assert "我不吃辣，所有带辣椒的推荐都不要。" in text
+    pinned = [m for m in ctx if PINNED_HEADER in str(m.get("content"))]
+    assert len(pinned) == 1 and pinned[0]["role"] == "system"
+
+
+def test_pin_keeps_a_message_and_unpin_releases_it(make_memory):
+    mem = make_memory(budget=700)
+    (note,) = mem.add(user("The gate code is 4512."))  # no constraint words: only the pin keeps it
+    mem.pin(note.id)
+    fill(mem, 30)
+    assert "The gate code is 4512." in json.dumps(mem.context(), ensure_ascii=False)
+    mem.unpin(note.id)
+    assert "(user, #0) The gate code is 4512." not in json.dumps(mem.context(), ensure_ascii=False)
+    mem.pin(note.id)  # pinning a demoted message brings it back
+    assert "The gate code is 4512." in json.dumps(mem.context(), ensure_ascii=False)
+    with pytest.raises(ValueError, match="no message with id 'nope'"):
+        mem.pin("nope")
+
+
+def test_a_tool_result_larger_than_the_budget_is_clipped_not_split(make_memory):
+    mem = make_memory(budget=1000)
+    mem.add(user("fetch the log"))
+    huge = "line of log output with ERR-7781 in it\n" * 2000
+    chain = tool_chain("big", result=huge)
+    mem.add(chain)
+    ctx = mem.context()
+    assert tokens(mem, ctx) <= 1000
+    assert find_orphans(ctx) == []
+    tool_msgs = [m for m in ctx if m["role"] == "tool"]
+    assert len(tool_msgs) == 1 and "full text in the memory log as message" in tool_msgs[0]["content"]
+    assert mem.history()[-1].text == huge + " 0"
+
+
+def test_an_in_flight_chain_is_never_evicted(make_memory):
+    mem = make_memory(budget=900)
+    fill(mem, 10)
+    calls = tool_chain("live", n=3, result="x " * 300)
+    mem.add(calls[:2])  # one of three results so far
+    fill_ctx = mem.context()
+    assert any(m.get("tool_calls") and m["tool_calls"][0]["id"] == "live-0" for m in fill_ctx)
+    assert tokens(mem, fill_ctx) <= 900
+    mem.add(calls[2:])
+    assert find_orphans(mem.context()) == []
+
+
+def test_budget_exceeded_says_how_much_is_needed(make_memory):
+    mem = make_memory(budget=100)
+    mem.add({"role": "system", "content": "rule " * 200})
+    with pytest.raises(BudgetExceeded) as info:
+        mem.context()
+    assert info.value.needed > 100 and info.value.budget == 100
+    assert f"needs at least {info.value.needed} tokens" in str(info.value)
+
+
+def test_soft_compaction_leaves_a_placeholder_naming_the_log_id(make_memory):
+    settings = MemosSettings(budget_tokens=2000, soft_threshold=0.3, hard_threshold=0.95, hot_target=0.9)
+    mem = make_memory(settings=settings)
+    fill(mem, 8, result_words=80)
+    ctx = mem.context()
+    placeholders = [m for m in ctx if m["role"] == "tool" and m["content"].startswith("[memos: result of lookup compacted")]
+    assert placeholders
+    logged = {m.id: m for m in mem.history()}
+    for p in placeholders:
+        mid = p["content"].split("as message ")[1].split("]")[0]
+        assert logged[mid].data["tool_call_id"] == p["tool_call_id"]
+        assert len(logged[mid].text) > len(p["content"]) - 200
+
+
+def test_paging_events_are_reported_and_logged(make_memory):
+    seen: list[PagingEvent] = []
+    mem = make_memory(budget=700, on_event=seen.append)
+    fill(mem, 20)
+    kinds = {e.kind for e in seen}
+    assert kinds == {"soft", "hard"}
+    hard = [e for e in seen if e.kind == "hard"]
+    assert all(e.tokens_after < e.tokens_before for e in hard)
+    assert len(mem.store.compactions(mem.namespace)) == len(seen)
+
+
+def test_sessions_and_users_do_not_see_each_other(store):
+    a = Memory("s", user="ana", store=store, budget=2000)
+    b = Memory("s", user="bob", store=store, budget=2000)
+    a.add(user("ana's secret is 1234"))
+    b.add(user("bob's note"))
+    assert "1234" not in json.dumps(b.context())
+    assert [m.text for m in b.history()] == ["bob's note"]
+    a.close()
+    b.close()
+    with pytest.raises(InvalidNamespace):
+        Memory("s", user="a/b", store=store)
+    with pytest.raises(InvalidNamespace):
+        Memory("", store=store)

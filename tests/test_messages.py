@@ -1,0 +1,79 @@
+"""Validation of OpenAI chat messages: bad shapes get a ValueError naming the problem."""
+
+from __future__ import annotations
+
+import pytest
+
+from memos import InvalidMessage
+from tests.conftest import call, tool_chain, user
+
+
+@pytest.mark.parametrize(
+    ("message", "fragment"),
+    [
+        ({"role": "wizard", "content": "hi"}, "unknown role 'wizard'"),
+        ({"content": "hi"}, "'role' is missing"),
+        ({"role": "user"}, "'content' is required"),
+        ({"role": "user", "content": 42}, "'content' must be a string"),
+        ({"role": "user", "content": {"text": "hi"}}, "'content' must be a string"),
+        ({"role": "user", "content": [{"type": "text", "text": 5}]}, "needs a string 'text'"),
+        ({"role": "user", "content": [{"type": "weird"}]}, "unknown type 'weird'"),
+        ({"role": "user", "content": "hi", "colour": "red"}, "unknown field(s) ['colour']"),
+        ({"role": "assistant"}, "'content' is required"),
+        ({"role": "tool", "content": "x"}, "'tool_call_id' is required"),
+        ({"role": "tool", "content": "x", "tool_call_id": "nope"}, "does not answer any tool call"),
+        ({"role": "user", "content": "x", "tool_call_id": "c1"}, "only tool messages may have 'tool_call_id'"),
+        ({"role": "user", "content": "x", "tool_calls": [call("c1")]}, "only assistant messages may have 'tool_calls'"),
+        ({"role": "assistant", "tool_calls": []}, "'tool_calls' must be a non-empty list"),
+        ({"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f"}}]}, "non-empty string 'id'"),
+        ({"role": "assistant", "tool_calls": [{"id": "c1", "function": {"arguments": "{}"}}]}, "non-empty string 'name'"),
+        ({"role": "assistant", "tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": {}}}]}, "must be a JSON string"),
+        ({"role": "assistant", "tool_calls": [call("c1"), call("c1")]}, "appears twice"),
+        ("just a string", "expected a dict"),
+        ({"role": "user", "content": "ok", "name": ""}, "'name' must be a non-empty string"),
+    ],
+)
+def test_bad_shape_is_a_value_error_naming_the_problem(make_memory, message, fragment):
+    mem = make_memory()
+    mem.add(user("before"))
+    before = [m.data for m in mem.history()]
+    with pytest.raises(ValueError) as info:
+        mem.add(message)
+    assert isinstance(info.value, InvalidMessage)
+    assert fragment in str(info.value)
+    assert [m.data for m in mem.history()] == before
+
+
+def test_a_bad_message_in_a_batch_stores_none_of_the_batch(make_memory):
+    mem = make_memory()
+    mem.add(user("kept"))
+    with pytest.raises(InvalidMessage, match="message 2"):
+        mem.add([user("a"), user("b"), {"role": "user", "content": None}])
+    assert [m.text for m in mem.history()] == ["kept"]
+
+
+def test_tool_result_must_answer_a_pending_call(make_memory):
+    mem = make_memory()
+    chain = tool_chain("c", n=2)
+    mem.add(chain[0])
+    with pytest.raises(InvalidMessage, match="does not match a pending tool call"):
+        mem.add({"role": "tool", "tool_call_id": "other", "content": "x"})
+    with pytest.raises(InvalidMessage, match="cannot follow unanswered tool calls"):
+        mem.add(user("what happened?"))
+    mem.add(chain[1:])
+    mem.add(user("thanks"))
+    with pytest.raises(InvalidMessage, match="does not answer any tool call"):
+        mem.add({"role": "tool", "tool_call_id": "c-0", "content": "late duplicate"})
+    with pytest.raises(InvalidMessage, match="already used"):
+        mem.add(tool_chain("c", n=1))
+    assert len(mem.history()) == 4
+
+
+def test_sdk_style_messages_are_accepted_and_normalised(make_memory):
+    mem = make_memory()
+    raw = {"role": "assistant", "content": "hello", "refusal": None, "annotations": None, "audio": None,
+           "function_call": None, "tool_calls": None}
+    (logged,) = mem.add(raw)
+    assert logged.data == {"role": "assistant", "content": "hello"}
+    (parts,) = mem.add({"role": "user", "content": [{"type": "text", "text": "look"}, {"type": "image_url", "image_url": {"url": "https://x/y.png"}}]})
+    assert parts.text == "look"

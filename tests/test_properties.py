@@ -1,0 +1,122 @@
+"""Property-based tests of the pager's invariants over random sessions.
+
+For any session of user, assistant and tool-chain messages (chains possibly still in
+flight), any budget and any thresholds:
+- the context never exceeds the budget,
+- it never holds an orphan tool message or a finished call without its results,
+- it always holds every pinned message and every in-flight chain,
+- every message ever added is still in the log, in order.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from memos import Memory, MemosSettings
+from memos.paging.context import find_orphans
+
+WORDS = ["order", "ORD-4411", "hotel", "flight", "weather", "search", "result", "again", "details", "Lisbon", "price", "€45"]
+
+text = st.lists(st.sampled_from(WORDS), min_size=5, max_size=150).map(" ".join)
+big_text = st.lists(st.sampled_from(WORDS), min_size=50, max_size=1500).map(" ".join)
+
+op = st.one_of(
+    st.tuples(st.just("user"), text),
+    st.tuples(st.just("assistant"), text),
+    st.tuples(st.just("constraint"), st.sampled_from(["I never fly before 9am.", "Budget at most $200.", "不要辣的。"])),
+    st.tuples(st.just("pin"), st.integers(min_value=0, max_value=10_000)),
+    st.tuples(st.just("chain"), st.tuples(st.integers(1, 3), st.integers(0, 3), st.one_of(text, big_text))),
+    st.tuples(st.just("context"), st.none()),
+)
+
+
+@st.composite
+def memo_settings(draw):
+    budget = draw(st.integers(min_value=500, max_value=4000))
+    hard = draw(st.floats(min_value=0.3, max_value=1.0))
+    soft = draw(st.floats(min_value=0.1, max_value=hard))
+    hot = draw(st.floats(min_value=0.1, max_value=hard))
+    share = draw(st.floats(min_value=0.05, max_value=0.3))
+    keep = draw(st.integers(min_value=1, max_value=3))
+    return MemosSettings(budget_tokens=budget, soft_threshold=soft, hard_threshold=hard, hot_target=hot,
+                         summary_share=share, keep_recent_units=keep, full_resummary_every=draw(st.integers(1, 4)))
+
+
+def check_context(mem: Memory, pinned_texts: list[str], in_flight_id: str | None) -> None:
+    ctx = mem.context()
+    assert mem.counter.count_messages(ctx) <= mem.settings.budget_tokens
+    assert find_orphans(ctx) == []
+    dump = json.dumps(ctx, ensure_ascii=False)
+    for t in pinned_texts:
+        assert json.dumps(t, ensure_ascii=False)[1:-1] in dump, t
+    if in_flight_id is not None:
+        assert any(m.get("tool_calls") and m["tool_calls"][0]["id"] == in_flight_id for m in ctx)
+
+
+@settings(max_examples=int(__import__("os").environ.get("MEMOS_HYPOTHESIS_EXAMPLES", "100")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=st.lists(op, min_size=20, max_size=80), conf=memo_settings())
+def test_paging_invariants_hold_for_random_sessions(ops, conf):
+    with tempfile.TemporaryDirectory() as d:
+        mem = Memory("prop", store=str(Path(d) / "m.db"), settings=conf)
+        added: list[dict] = []
+        pinned_texts: list[str] = []
+        pending: list[str] = []
+        in_flight: str | None = None
+        n_chain = 0
+
+        def add(msg: dict) -> None:
+            mem.add(msg)
+            added.append({k: v for k, v in msg.items() if v is not None})
+
+        def answer_pending() -> None:
+            nonlocal in_flight
+            for cid in list(pending):
+                add({"role": "tool", "tool_call_id": cid, "content": f"late result for {cid}"})
+                pending.remove(cid)
+            in_flight = None
+
+        try:
+            for kind, arg in ops:
+                if kind == "context":
+                    check_context(mem, pinned_texts, in_flight)
+                    continue
+                if kind == "pin":
+                    logged = mem.history()
+                    if logged:
+                        target = logged[arg % len(logged)]
+                        if target.role in ("user", "assistant") and target.text and len(target.text) < 120 and len(pinned_texts) < 6:
+                            mem.pin(target.id)
+                            pinned_texts.append(target.text)
+                    continue
+                answer_pending()
+                if kind == "user":
+                    add({"role": "user", "content": arg})
+                elif kind == "assistant":
+                    add({"role": "assistant", "content": arg})
+                elif kind == "constraint":
+                    add({"role": "user", "content": arg})
+                    pinned_texts.append(arg)
+                else:
+                    calls, answered, result = arg
+                    n_chain += 1
+                    ids = [f"c{n_chain}-{i}" for i in range(calls)]
+                    add({"role": "assistant", "content": None, "tool_calls": [
+                        {"id": cid, "type": "function", "function": {"name": "search", "arguments": json.dumps({"q": cid})}}
+                        for cid in ids]})
+                    for cid in ids[: min(answered, calls)]:
+                        add({"role": "tool", "tool_call_id": cid, "content": result})
+                    pending[:] = ids[min(answered, calls):]
+                    in_flight = ids[0] if pending else None
+            check_context(mem, pinned_texts, in_flight)
+            stats = mem.stats()
+            event(f"demoted: {stats.demotions > 0}, soft-compacted: {stats.soft_compactions > 0}")
+            history = mem.history()
+            assert [m.data for m in history] == added
+            assert [m.seq for m in history] == list(range(len(added)))
+        finally:
+            mem.close()

@@ -1,0 +1,79 @@
+"""The warm tier: extractive summaries, incremental updates, the cap, full re-summaries."""
+
+from __future__ import annotations
+
+import pytest
+
+from memos.messages import Message
+from memos.tiers.warm import ExtractiveSummarizer, SummaryPlan, fit_summary, prepare_summary
+from memos.tokens import TokenCounter
+from tests.conftest import assistant, tool_chain, user
+
+COUNTER = TokenCounter()
+
+
+def msgs(*datas, start=0):
+    return tuple(Message(id=f"m{start + i}", seq=start + i, data=d, tokens=COUNTER.count_message(d)) for i, d in enumerate(datas))
+
+
+def test_keeps_goals_constraints_ids_and_tool_outcomes_and_drops_small_talk():
+    chain = tool_chain("c", result='{"order_id": "ORD-12345", "status": "shipped"}', name="get_order")
+    segment = msgs(
+        user("Hello!"),
+        assistant("Hi, how can I help?"),
+        user("I need to return order ORD-12345. I never want store credit."),
+        *chain,
+        assistant("Thanks!"),
+        user("ok"),
+        assistant("I decided to file the return for ORD-12345 with a refund to your card."),
+    )
+    text = ExtractiveSummarizer(COUNTER).summarize(SummaryPlan("full", None, segment, 500, segment[-1].seq))
+    assert "ORD-12345" in text
+    assert "I never want store credit." in text
+    assert "get_order returned" in text and "called get_order" in text
+    assert "decided to file the return" in text
+    for small_talk in ("Hello!", "Thanks!", "- user: ok"):
+        assert small_talk not in text
+
+
+def test_incremental_summary_folds_the_new_segment_into_the_old():
+    s = ExtractiveSummarizer(COUNTER)
+    first = s.summarize(SummaryPlan("full", None, msgs(user("My flight is LX-1234 on 2026-06-10.")), 300, 0))
+    second = s.summarize(SummaryPlan("incremental", first, msgs(user("The hotel booking is BK-77812."), start=1), 300, 1))
+    assert "LX-1234" in second and "BK-77812" in second
+    assert second.index("LX-1234") < second.index("BK-77812")
+
+
+def test_summary_respects_its_token_cap_and_prefers_high_scored_lines():
+    s = ExtractiveSummarizer(COUNTER)
+    filler = [user(f"The weather on day {i} was pleasant and we walked around town.") for i in range(40)]
+    key = user("Never share my passport number P-99887766 with anyone.")
+    text = s.summarize(SummaryPlan("full", None, msgs(*filler, key), 60, 40))
+    assert COUNTER.count(text) <= 60
+    assert "P-99887766" in text
+
+
+def test_fit_summary_drops_oldest_lines_first():
+    text = "\n".join(f"- line {i} with some words" for i in range(50))
+    fitted = fit_summary(text, 40, COUNTER)
+    assert COUNTER.count(fitted) <= 40
+    assert fitted.endswith("line 49 with some words") and "line 0 " not in fitted
+
+
+def test_prepare_summary_rebuilds_from_originals_every_nth_time():
+    seg = msgs(user("new"), start=10)
+    originals = msgs(user("old"), user("new"))
+    calls = []
+
+    def read_originals():
+        calls.append(1)
+        return originals
+
+    plan = prepare_summary(previous="- user: old", segment=seg, demotion_number=4, full_every=5, max_tokens=100, originals=read_originals)
+    assert plan.kind == "incremental" and plan.previous == "- user: old" and plan.messages == seg and not calls
+    plan = prepare_summary(previous="- user: old", segment=seg, demotion_number=5, full_every=5, max_tokens=100, originals=read_originals)
+    assert plan.kind == "full" and plan.previous is None and plan.messages == originals and calls
+    first = prepare_summary(previous=None, segment=seg, demotion_number=1, full_every=5, max_tokens=100, originals=read_originals)
+    assert first.kind == "full" and first.messages == seg and first.through_seq == 10
+    with pytest.raises(ValueError):
+        prepare_summary(previous=None, segment=(), demotion_number=1, full_every=5, max_tokens=100, originals=read_originals)
