@@ -27,6 +27,8 @@ class MemosSettings:
     hot_target: float = 0.50
     # Share of the budget the rolling summary may take.
     summary_share: float = 0.15
+    # Share of the budget the relevant (not pinned) facts may take.
+    facts_share: float = 0.10
     # Every Nth demotion rebuilds the summary from the logged originals.
     full_resummary_every: int = 5
     # The newest N units (a turn, or a whole tool chain) always stay hot.
@@ -39,7 +41,7 @@ class MemosSettings:
     def __post_init__(self) -> None:
         if not isinstance(self.budget_tokens, int) or self.budget_tokens < 64:
             raise ValueError(f"budget_tokens must be an int >= 64, got {self.budget_tokens!r}")
-        for name in ("soft_threshold", "hard_threshold", "hot_target", "summary_share"):
+        for name in ("soft_threshold", "hard_threshold", "hot_target", "summary_share", "facts_share"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not 0.0 < value <= 1.0:
                 raise ValueError(f"{name} must be in (0, 1], got {value!r}")
@@ -75,6 +77,11 @@ class MemosSettings:
     def summary_max_tokens(self) -> int:
         """Largest size of the rolling summary, in tokens."""
         return max(32, int(self.budget_tokens * self.summary_share))
+
+    @property
+    def facts_max_tokens(self) -> int:
+        """Largest size of the relevant-facts section, in tokens."""
+        return max(32, int(self.budget_tokens * self.facts_share))
 
     @classmethod
     def from_env(cls, base: MemosSettings | None = None, environ: dict[str, str] | None = None) -> MemosSettings:

@@ -8,7 +8,6 @@ pinned section and the rolling summary; :meth:`Memory.context` assembles the pro
 from __future__ import annotations
 
 import copy
-import json
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -18,8 +17,9 @@ from typing import Any
 
 from .config import MemosSettings
 from .errors import BudgetExceeded
+from .extract import FactExtractor, RuleExtractor, identifier_facts, message_source
 from .messages import Message, validate_batch
-from .paging.context import assemble, pinned_message, summary_message
+from .paging.context import assemble, facts_message, pinned_message, summary_message
 from .paging.guards import (
     ConstraintGuard,
     Guard,
@@ -31,9 +31,10 @@ from .paging.guards import (
     extract_constraints,
 )
 from .paging.pager import find_cut_point, find_soft_compactions
-from .store import Demotion, Store, SummaryRow, validate_namespace
+from .store import Demotion, Store, SummaryRow, namespace_key, validate_namespace
+from .tiers.cold import ColdTier, Fact, FactCandidate, FactChange, ForgetRecord, Invalidation
 from .tiers.hot import Unit, group_units, placeholder, render_text, tool_names
-from .tiers.warm import ExtractiveSummarizer, Summarizer, fit_summary, prepare_summary
+from .tiers.warm import ExtractiveSummarizer, SummaryPlan, Summarizer, fit_summary, prepare_summary
 from .tokens import REPLY_PRIMING, TokenCounter, default_counter
 
 __all__ = ["Memory", "MemoryStats", "PagingEvent"]
@@ -67,6 +68,8 @@ class MemoryStats:
     pinned_tokens: int
     summary_tokens: int
     summary_version: int
+    facts: int
+    pinned_facts: int
     demotions: int
     soft_compactions: int
     context_tokens: int
@@ -85,7 +88,9 @@ class Memory:
     ``./memos.db``). ``budget`` is the prompt budget in tokens; ``settings`` holds every
     other number (:class:`~memos.MemosSettings`, default from ``MEMOS_*`` variables).
     ``guard`` replaces the default guard rules; tool chains in flight are always kept.
-    ``on_event`` is called with a :class:`PagingEvent` after each compaction.
+    ``summarizer`` and ``extractor`` replace the offline ones (which take over again for
+    a step where a replacement raises). ``on_event`` is called with a
+    :class:`PagingEvent` after each compaction.
     """
 
     def __init__(
@@ -99,6 +104,7 @@ class Memory:
         settings: MemosSettings | None = None,
         guard: Guard | GuardFn | None = None,
         summarizer: Summarizer | None = None,
+        extractor: FactExtractor | None = None,
         counter: TokenCounter | None = None,
         on_event: Callable[[PagingEvent], None] | None = None,
     ) -> None:
@@ -113,7 +119,12 @@ class Memory:
         if guard is None:
             guard = RecencyGuard(settings.keep_recent_units) & PinGuard() & ConstraintGuard()
         self.guard: Guard = ToolChainGuard() & as_guard(guard)
+        # When the budget cannot be met otherwise, only in-flight chains, pins and the
+        # newest unit hold: recency and custom KEEP rules give way.
+        self._last_resort: Guard = ToolChainGuard() & RecencyGuard(1) & PinGuard() & ConstraintGuard()
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer(self.counter)
+        self.extractor: FactExtractor = extractor or RuleExtractor()
+        self.cold = ColdTier(self.store.engine, namespace_key(self.namespace))
         self.on_event = on_event
         self._render_cache: dict[tuple[str, int, bool], tuple[dict[str, Any], int]] = {}
         self._section_cache: dict[tuple[Any, ...], tuple[dict[str, Any] | None, int]] = {}
@@ -174,7 +185,10 @@ class Memory:
             (self._system if m.role in _SYSTEM_ROLES else self._hot).append(m)
         self._next_seq += len(logged)
         self._count += len(logged)
-        self._page(0, strict=False)
+        users = [m for m in logged if m.role == "user"]
+        if users:
+            self.cold.apply(*self._extract(users))
+        self._page(0, None, strict=False)
         return logged
 
     def context(self, query: str | None = None) -> list[dict[str, Any]]:
@@ -196,14 +210,15 @@ class Memory:
             if extra > cap:
                 query_msg = {"role": "user", "content": self.counter.clip(query, cap - 8, " … ")}
                 extra = self.counter.count_message(query_msg)
-        summary_room = self._page(extra, strict=True)
-        return self._build(query_msg, summary_room)
+        rooms = self._page(extra, query, strict=True)
+        return self._build(query_msg, query, rooms)
 
     def stats(self) -> MemoryStats:
         """Sizes of the tiers and counts of paging events."""
         hot_tokens = sum(self._unit_tokens(u) for u in group_units(self._hot))
         _, pinned_tokens = self._pinned_section()
         _, summary_tokens = self._summary_section(None)
+        facts = self.cold.facts()
         return MemoryStats(
             messages=self._count,
             hot_messages=len(self._hot),
@@ -212,9 +227,11 @@ class Memory:
             pinned_tokens=pinned_tokens,
             summary_tokens=summary_tokens,
             summary_version=self._summary.version if self._summary else 0,
+            facts=len(facts),
+            pinned_facts=sum(1 for f in facts if f.pinned),
             demotions=self._demotions,
             soft_compactions=self._soft,
-            context_tokens=self._total(0),
+            context_tokens=self._total(0, None, _Rooms()),
             budget_tokens=self.settings.budget_tokens,
             encoding=self.counter.encoding_name,
         )
@@ -227,17 +244,51 @@ class Memory:
         """The current rolling summary ('' before the first demotion)."""
         return self._summary.text if self._summary else ""
 
-    def pin(self, message_id: str) -> None:
-        """Keep a logged message visible in every context until :meth:`unpin`.
+    def pin(self, message_id: str | None = None, *, fact_id: int | None = None, text: str | None = None) -> Fact | None:
+        """Keep something visible in every context until it is unpinned. Give one of:
 
-        A hot message stays where it is and is moved to the pinned section when it is
-        demoted; a message already demoted comes back as a pinned item.
+        ``message_id``: a logged message. A hot message stays where it is and moves to
+        the pinned section when it is demoted; one already demoted comes back pinned.
+        ``fact_id``: a fact of the cold tier (returned). ``text``: a new constraint,
+        stored as a pinned fact (returned).
         """
-        self._set_pin(message_id, True)
+        target = _one_of(message_id=message_id, fact_id=fact_id, text=text)
+        if target == "message_id":
+            self._set_pin(str(message_id), True)
+            return None
+        if target == "fact_id":
+            return self.cold.set_pinned(int(fact_id), True)  # type: ignore[arg-type]
+        body = str(text).strip()
+        if not body:
+            raise ValueError("pin(text=...) needs non-empty text")
+        changes = self.cold.apply([FactCandidate("constraint", body.lower()[:160], body, (), self._next_seq - 1, pinned=True)])
+        fact = changes[0].fact
+        return fact if fact.pinned else self.cold.set_pinned(int(fact.id), True)  # type: ignore[arg-type]
 
-    def unpin(self, message_id: str) -> None:
-        """Undo :meth:`pin` (and release a message a guard pinned); it stays in the log."""
-        self._set_pin(message_id, False)
+    def unpin(self, message_id: str | None = None, *, fact_id: int | None = None) -> None:
+        """Undo :meth:`pin` for a message (also one a guard pinned) or a fact; both stay stored."""
+        target = _one_of(message_id=message_id, fact_id=fact_id)
+        if target == "message_id":
+            self._set_pin(str(message_id), False)
+        else:
+            self.cold.set_pinned(int(fact_id), False)  # type: ignore[arg-type]
+
+    def facts(self, kind: str | None = None, *, include_history: bool = False, query: str | None = None) -> list[Fact]:
+        """Facts of the cold tier: current ones (or every version with ``include_history``),
+        of one ``kind`` if given; with ``query``, the current facts that match it, best first."""
+        if query is not None:
+            return self.cold.search(query, limit=50, kinds=[kind] if kind else None)
+        return self.cold.facts(kind, include_history=include_history)
+
+    def forget(self, fact_id: int, reason: str = "user request") -> ForgetRecord:
+        """Delete a fact and its earlier versions (a deletion request); the deletion is
+        recorded (kind, key, a hash of the value) and the fact never comes back from the
+        messages it was extracted from."""
+        return self.cold.forget(fact_id, reason)
+
+    def invalidate(self, fact_id: int) -> Fact:
+        """Mark a current fact as revoked; it stays in the history but leaves every context."""
+        return self.cold.invalidate(fact_id)
 
     def close(self) -> None:
         """Release the store's connections (when this Memory opened the store)."""
@@ -308,15 +359,15 @@ class Memory:
         return sum(t for _, t in self._render_unit(unit, tool_names([unit])))
 
     def _pinned_section(self) -> tuple[dict[str, Any] | None, int]:
-        key = ("pinned", tuple((m.id, m.pinned) for m in self._pinned))
+        key = ("pinned", self.cold.version, tuple((m.id, m.pinned) for m in self._pinned))
         hit = self._section_cache.get(key)
         if hit is not None:
             return hit
-        lines = []
-        seen: set[str] = set()
+        lines = [f.line() for f in self.cold.facts(pinned=True)]
+        seen = {ln.split(": ", 1)[-1].lower() for ln in lines}
         cap = self._message_cap(1)
         for m in self._pinned:
-            sentences = [] if m.pinned else extract_constraints(m.text)
+            sentences = [] if m.pinned else [c for c in extract_constraints(m.text) if not self.cold.knows(c)]
             body = " ".join(sentences) if sentences else render_text(m.data)
             if body.lower() in seen:
                 continue
@@ -327,6 +378,47 @@ class Memory:
         msg = pinned_message(lines)
         out = (msg, self.counter.count_message(msg) if msg else 0)
         self._section_cache = {k: v for k, v in self._section_cache.items() if k[0] != "pinned"}
+        self._section_cache[key] = out
+        return out
+
+    def _relevance_text(self, query: str | None) -> str:
+        if query is not None:
+            return query
+        for m in reversed(self._hot):
+            if m.role == "user":
+                return m.text
+        return ""
+
+    def _facts_section(self, query: str | None, room: int | None) -> tuple[dict[str, Any] | None, int]:
+        text = self._relevance_text(query)
+        key = ("facts", self.cold.version, text, room)
+        hit = self._section_cache.get(key)
+        if hit is not None:
+            return hit
+        limit = self.settings.facts_max_tokens if room is None else min(room, self.settings.facts_max_tokens)
+        chosen: list[str] = []
+        msg = None
+        tokens = 0
+        if limit > 40:
+            slots = [f for f in self.cold.facts() if not f.pinned and (f.kind == "fact" or f.key == "address")]
+            hits = [f for f in self.cold.search(text, limit=20) if not f.pinned] if text else []
+            seen: set[int | None] = set()
+            used = self.counter.count_message(facts_message(["x"]) or {})
+            for f in slots + hits:
+                if f.id in seen:
+                    continue
+                seen.add(f.id)
+                line = f.line()
+                cost = self.counter.count(line) + 2
+                if used + cost > limit:
+                    continue
+                chosen.append(line)
+                used += cost
+            msg = facts_message(chosen)
+            tokens = self.counter.count_message(msg) if msg else 0
+        out = (msg, tokens)
+        if len(self._section_cache) > 128:
+            self._section_cache.clear()
         self._section_cache[key] = out
         return out
 
@@ -347,61 +439,72 @@ class Memory:
         self._section_cache[key] = out
         return out
 
-    def _total(self, extra: int, summary_room: int | None = None) -> int:
+    def _hot_tokens(self) -> int:
+        return sum(self._unit_tokens(u) for u in group_units(self._hot))
+
+    def _total(self, extra: int, query: str | None, rooms: _Rooms) -> int:
         system = sum(m.tokens for m in self._system)
         _, pinned = self._pinned_section()
-        _, summary = self._summary_section(summary_room)
-        hot = sum(self._unit_tokens(u) for u in group_units(self._hot))
-        return system + pinned + summary + hot + extra + REPLY_PRIMING
+        _, facts = self._facts_section(query, rooms.facts)
+        _, summary = self._summary_section(rooms.summary)
+        return system + pinned + facts + summary + self._hot_tokens() + extra + REPLY_PRIMING
 
-    def _build(self, query: dict[str, Any] | None, summary_room: int | None) -> list[dict[str, Any]]:
+    def _build(self, query_msg: dict[str, Any] | None, query: str | None, rooms: _Rooms) -> list[dict[str, Any]]:
         units = group_units(self._hot)
         names = tool_names(units)
         hot = [d for u in units for d, _ in self._render_unit(u, names)]
         out = assemble(
             system=[m.data for m in self._system],
             pinned=self._pinned_section()[0],
-            summary=self._summary_section(summary_room)[0],
+            facts=self._facts_section(query, rooms.facts)[0],
+            summary=self._summary_section(rooms.summary)[0],
             recalled=None,
             hot=hot,
-            query=query,
+            query=query_msg,
         )
         return [copy.deepcopy(d) if ("tool_calls" in d or isinstance(d.get("content"), list)) else dict(d) for d in out]
 
     # -- paging --------------------------------------------------------------------
 
-    def _page(self, extra: int, *, strict: bool) -> int | None:
-        """Compact and demote until the prompt fits; returns the summary's room if it had to shrink."""
+    def _page(self, extra: int, query: str | None, *, strict: bool) -> _Rooms:
+        """Compact and demote until the prompt fits; returns the room left to the optional
+        sections (relevant facts, then the summary) when they had to shrink."""
         s = self.settings
-        total = self._total(extra)
+        rooms = _Rooms()
+        total = self._total(extra, query, rooms)
         if total > s.soft_tokens:
             self._soft_compact(total - s.soft_tokens)
-            total = self._total(extra)
+            total = self._total(extra, query, rooms)
         if total > s.hard_tokens:
-            hot = sum(self._unit_tokens(u) for u in group_units(self._hot))
+            hot = self._hot_tokens()
             # Down to the hot target, or lower when the other sections would leave the
             # context above the soft threshold (so the next turn does not demote again).
             self._demote(max(0, min(s.hot_target_tokens, s.soft_tokens - (total - hot))))
-            total = self._total(extra)
+            total = self._total(extra, query, rooms)
         if total <= s.budget_tokens:
-            return None
-        hot = sum(self._unit_tokens(u) for u in group_units(self._hot))
-        self._demote(max(0, s.budget_tokens - (total - hot)))
-        total = self._total(extra)
-        if total <= s.budget_tokens:
-            return None
-        _, summary = self._summary_section(None)
-        room = s.budget_tokens - (total - summary)
-        if room >= 0 and self._total(extra, room) <= s.budget_tokens:
-            return room
-        if strict:
-            needed = total - summary
+            return rooms
+        for guard in (self.guard, self._last_resort):
+            self._demote(max(0, s.budget_tokens - (total - self._hot_tokens())), guard)
+            total = self._total(extra, query, rooms)
+            if total <= s.budget_tokens:
+                return rooms
+        over = total - s.budget_tokens
+        _, facts = self._facts_section(query, None)
+        rooms = _Rooms(facts=max(0, facts - over), summary=None)
+        total = self._total(extra, query, rooms)
+        if total > s.budget_tokens:
+            _, summary = self._summary_section(None)
+            rooms = _Rooms(facts=0, summary=max(0, summary - (total - s.budget_tokens)))
+            total = self._total(extra, query, rooms)
+        if total > s.budget_tokens and strict:
+            system = sum(m.tokens for m in self._system)
+            pinned = self._pinned_section()[1]
+            needed = self._total(extra, query, _Rooms(facts=0, summary=0))
             raise BudgetExceeded(
                 needed, s.budget_tokens,
-                f"system {sum(m.tokens for m in self._system)}, pinned {self._pinned_section()[1]}, "
-                f"hot tier that guards keep {needed - sum(m.tokens for m in self._system) - self._pinned_section()[1]}",
+                f"system {system}, pinned {pinned}, hot tier that guards keep {self._hot_tokens()}",
             )
-        return None
+        return rooms
 
     def _soft_compact(self, tokens_to_free: int) -> None:
         units = group_units(self._hot)
@@ -424,9 +527,9 @@ class Memory:
         if not ids:
             return
         start = time.perf_counter()
-        before = self._total(0)
+        before = self._total(0, None, _Rooms())
         self._compacted.update(ids)
-        after = self._total(0)
+        after = self._total(0, None, _Rooms())
         self.store.compact(self.namespace, ids, before, after)
         self._soft += 1
         self._emit(PagingEvent("soft", before, after, len(ids), 0, None, "placeholder",
@@ -435,29 +538,61 @@ class Memory:
     def _warm_messages(self) -> list[Message]:
         return [m for m, tier, _ in self.store.load_messages(self.namespace) if tier == "warm" and m.role not in _SYSTEM_ROLES]
 
-    def _demote(self, target: int) -> bool:
+    def _extract(self, messages: Sequence[Message]) -> tuple[list[FactCandidate], list[Invalidation]]:
+        try:
+            found = self.extractor.extract(messages)
+        except Exception:
+            if isinstance(self.extractor, RuleExtractor):
+                raise
+            found = RuleExtractor().extract(messages)
+        return list(found.candidates), list(found.invalidations)
+
+    def _summarize(self, plan: SummaryPlan) -> tuple[str, str]:
+        try:
+            text, name = self.summarizer.summarize(plan), getattr(self.summarizer, "name", type(self.summarizer).__name__)
+        except Exception:
+            if isinstance(self.summarizer, ExtractiveSummarizer):
+                raise
+            text, name = ExtractiveSummarizer(self.counter).summarize(plan), "extractive (fallback)"
+        return fit_summary(text, self.settings.summary_max_tokens, self.counter), name
+
+    def _demote(self, target: int, guard: Guard | None = None) -> bool:
         units = group_units(self._hot)
-        cut = find_cut_point(units, target_tokens=target, guard=self.guard, unit_tokens=self._unit_tokens)
+        cut = find_cut_point(units, target_tokens=target, guard=guard or self.guard, unit_tokens=self._unit_tokens,
+                             known=self.cold.knows)
         if cut.empty:
             return False
         start = time.perf_counter()
-        before = self._total(0)
+        before = self._total(0, None, _Rooms())
         segment = [m for u in cut.demote for m in u.messages]
         pinned = [m for u in cut.pin for m in u.messages]
         text: str | None = None
         kind = ""
+        summarizer = ""
         through = self._summary.through_seq if self._summary else -1
+        old_text = self._summary.text if self._summary else ""
         if segment:
+            history = self.cold.facts(include_history=True)
             plan = prepare_summary(
-                previous=self._summary.text if self._summary else None,
+                previous=old_text or None,
                 segment=segment,
                 demotion_number=self._demotions + 1,
                 full_every=self.settings.full_resummary_every,
                 max_tokens=self.settings.summary_max_tokens,
                 originals=lambda: sorted(self._warm_messages() + segment, key=lambda m: m.seq),
+                superseded=[f.value for f in history if f.status == "superseded" and len(f.value) <= 120],
             )
-            text = fit_summary(self.summarizer.summarize(plan), self.settings.summary_max_tokens, self.counter)
+            text, summarizer = self._summarize(plan)
             kind, through = plan.kind, max(through, plan.through_seq)
+        # facts from what leaves the hot tier (user messages were read when they arrived)
+        cands, invs = self._extract([m for m in segment + pinned if m.role != "user"])
+        new_text = text if text is not None else old_text
+        known = "\n".join(f"{f.key}\n{f.value}" for f in self.cold.facts(include_history=True) if f.kind == "identifier")
+        known += "\n" + "\n".join(c.key + "\n" + c.value for c in cands)
+        sources = [message_source(m) for m in segment]
+        if old_text:
+            sources.append((old_text, (), through))
+        cands += identifier_facts(sources, new_text, known)
         moved = sum(len(u.messages) for u in units[: cut.index])
         removed = {m.id for m in self._hot[:moved]}
         self._hot = self._hot[moved:]
@@ -467,23 +602,33 @@ class Memory:
         if text is not None:
             self._summary = SummaryRow(namespace="", version=(old_summary.version + 1 if old_summary else 1), text=text,
                                        tokens=self.counter.count(text), through_seq=through, kind=kind, created_at=0.0)
-        after = self._total(0)
-        row = self.store.demote(
-            self.namespace,
-            Demotion(
-                warm_ids=[m.id for m in segment], pinned_ids=[m.id for m in pinned],
-                summary_text=text, summary_tokens=self.counter.count(text) if text else 0, summary_kind=kind,
-                through_seq=through, tokens_before=before, tokens_after=after,
-                summarizer=getattr(self.summarizer, "name", type(self.summarizer).__name__),
-                duration_ms=(time.perf_counter() - start) * 1000,
-            ),
-        )
+        changes: list[FactChange] = []
+
+        def write_facts(session: Any) -> None:
+            changes.extend(self.cold.apply(cands, invs, session=session))
+
+        after = self._total(0, None, _Rooms())
+        try:
+            row = self.store.demote(
+                self.namespace,
+                Demotion(
+                    warm_ids=[m.id for m in segment], pinned_ids=[m.id for m in pinned],
+                    summary_text=text, summary_tokens=self.counter.count(text) if text else 0, summary_kind=kind,
+                    through_seq=through, tokens_before=before, tokens_after=after, summarizer=summarizer,
+                    duration_ms=(time.perf_counter() - start) * 1000,
+                ),
+                also=write_facts,
+            )
+        except Exception:
+            self._load()  # the store is the truth: nothing of this demotion was written
+            self.cold = ColdTier(self.store.engine, namespace_key(self.namespace))
+            raise
         if row is not None:
             self._summary = row
             self._demotions += 1
         self._render_cache = {k: v for k, v in self._render_cache.items() if k[0] not in removed}
         self._emit(PagingEvent("hard", before, after, len(segment), len(pinned), row.version if row else None,
-                               getattr(self.summarizer, "name", "custom"), (time.perf_counter() - start) * 1000))
+                               summarizer, (time.perf_counter() - start) * 1000))
         return True
 
     def _emit(self, event: PagingEvent) -> None:
@@ -491,6 +636,16 @@ class Memory:
             self.on_event(event)
 
 
-def messages_json(messages: Sequence[dict[str, Any]]) -> str:
-    """The prompt as pretty JSON (for debugging and the command line)."""
-    return json.dumps(list(messages), ensure_ascii=False, indent=2)
+@dataclass(frozen=True)
+class _Rooms:
+    """Tokens left to the optional sections; None means their own cap."""
+
+    facts: int | None = None
+    summary: int | None = None
+
+
+def _one_of(**options: Any) -> str:
+    given = [k for k, v in options.items() if v is not None]
+    if len(given) != 1:
+        raise ValueError(f"give exactly one of {', '.join(options)}; got {', '.join(given) or 'none'}")
+    return given[0]

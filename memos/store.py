@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ __all__ = [
     "Namespace",
     "Store",
     "SummaryRow",
+    "namespace_key",
     "validate_namespace",
 ]
 
@@ -55,8 +56,12 @@ def validate_namespace(namespace: Sequence[Any]) -> Namespace:
     return ns
 
 
-def _ns_key(ns: Namespace) -> str:
+def namespace_key(ns: Namespace) -> str:
+    """The stored form of a namespace: its labels joined with ``/``."""
     return NAMESPACE_SEP.join(ns)
+
+
+_ns_key = namespace_key
 
 
 class MessageRow(SQLModel, table=True):
@@ -223,10 +228,19 @@ class Store:
                                 tokens_after=tokens_after, message_ids=json.dumps(list(ids)), created_at=time.time()))
             s.commit()
 
-    def demote(self, ns: Namespace, d: Demotion) -> SummaryRow | None:
-        """Apply a demotion in one transaction; returns the new summary version, if any."""
+    def session(self) -> Session:
+        """A new session on the store's engine (the caller commits)."""
+        return Session(self.engine)
+
+    def demote(self, ns: Namespace, d: Demotion, *, also: Callable[[Session], None] | None = None) -> SummaryRow | None:
+        """Apply a demotion in one transaction; returns the new summary version, if any.
+
+        ``also(session)`` runs inside the same transaction (the cold tier's facts).
+        """
         key = _ns_key(ns)
         with Session(self.engine) as s:
+            if also is not None:
+                also(s)
             ids = list(d.warm_ids) + list(d.pinned_ids)
             rows = s.exec(select(MessageRow).where(MessageRow.namespace == key, MessageRow.id.in_(ids))).all()  # type: ignore[attr-defined]
             pinned = set(d.pinned_ids)

@@ -1,7 +1,8 @@
 """Prompt assembly: the sections in their fixed order, as OpenAI chat messages.
 
-Order: the caller's system messages; pinned constraints and messages; the rolling
-summary; recalled memory; the hot messages (verbatim, or as placeholders); the query.
+Order: the caller's system messages; pinned constraints and messages; relevant facts;
+the rolling summary; recalled memory; the hot messages (verbatim, or as placeholders);
+the query.
 """
 
 from __future__ import annotations
@@ -9,9 +10,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["PINNED_HEADER", "SUMMARY_HEADER", "assemble", "find_orphans", "pinned_message", "summary_message"]
+__all__ = [
+    "FACTS_HEADER",
+    "PINNED_HEADER",
+    "SUMMARY_HEADER",
+    "assemble",
+    "facts_message",
+    "find_orphans",
+    "pinned_message",
+    "summary_message",
+]
 
 PINNED_HEADER = "[memory: pinned]"
+FACTS_HEADER = "[memory: facts]"
 SUMMARY_HEADER = "[memory: summary]"
 
 
@@ -24,6 +35,14 @@ def pinned_message(lines: Sequence[str]) -> dict[str, Any] | None:
         "role": "system",
         "content": f"{PINNED_HEADER} Stated earlier in this conversation and still in force:\n{body}",
     }
+
+
+def facts_message(lines: Sequence[str]) -> dict[str, Any] | None:
+    """The system message listing current facts relevant to the conversation (None when empty)."""
+    if not lines:
+        return None
+    body = "\n".join(f"- {ln}" for ln in lines)
+    return {"role": "system", "content": f"{FACTS_HEADER} Known facts (current values):\n{body}"}
 
 
 def summary_message(text: str, through_seq: int) -> dict[str, Any] | None:
@@ -40,6 +59,7 @@ def assemble(
     *,
     system: Sequence[dict[str, Any]],
     pinned: dict[str, Any] | None,
+    facts: dict[str, Any] | None,
     summary: dict[str, Any] | None,
     recalled: dict[str, Any] | None,
     hot: Sequence[dict[str, Any]],
@@ -47,7 +67,7 @@ def assemble(
 ) -> list[dict[str, Any]]:
     """The prompt, in section order; empty sections are left out."""
     out: list[dict[str, Any]] = list(system)
-    for section in (pinned, summary, recalled):
+    for section in (pinned, facts, summary, recalled):
         if section is not None:
             out.append(section)
     out.extend(hot)

@@ -47,12 +47,21 @@ class Verdict(IntEnum):
     KEEP = 2
 
 
+def _nothing_known(text: str) -> bool:
+    return False
+
+
 @dataclass(frozen=True)
 class GuardContext:
-    """Where the unit stands: ``units`` is the whole hot tier, oldest first."""
+    """Where the unit stands: ``units`` is the whole hot tier, oldest first.
+
+    ``known(text)`` says whether the cold tier already holds ``text`` as a fact (so a
+    constraint stated in it is kept there and its message need not be pinned).
+    """
 
     units: Sequence[Unit]
     index: int
+    known: Callable[[str], bool] = _nothing_known
 
 
 GuardFn = Callable[[Unit, GuardContext], Verdict]
@@ -201,7 +210,8 @@ def extract_constraints(text: str) -> list[str]:
 
 
 class ConstraintGuard(Guard):
-    """A unit with a user (or system) message stating a constraint is pinned.
+    """A unit with a user message stating a constraint that the cold tier does not
+    already hold as a fact is pinned.
 
     ``detector`` maps a message text to its constraint sentences; by default
     :func:`extract_constraints`, a rule-based detector for English and Chinese.
@@ -213,7 +223,7 @@ class ConstraintGuard(Guard):
 
     def __call__(self, unit: Unit, ctx: GuardContext) -> Verdict:
         for m in unit.messages:
-            if m.role in self.roles and self.detector(m.text):
+            if m.role in self.roles and any(not ctx.known(c) for c in self.detector(m.text)):
                 return Verdict.PIN
         return Verdict.EVICT
 

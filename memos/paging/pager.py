@@ -48,13 +48,15 @@ def find_cut_point(
     target_tokens: int,
     guard: Guard,
     unit_tokens: Callable[[Unit], int] = lambda u: u.tokens,
+    known: Callable[[str], bool] | None = None,
 ) -> CutPoint:
     """Choose how many of the oldest units leave the hot tier.
 
     Walk forward from the oldest unit while the hot tier is above ``target_tokens``. A
     unit the guard answers ``EVICT`` is demoted, ``PIN`` moves to the pinned section,
     ``KEEP`` ends the walk: the cut never passes it. Units are never split, so a tool
-    call never leaves without its results.
+    call never leaves without its results. ``known`` is handed to the guards (see
+    :class:`~memos.paging.guards.GuardContext`).
     """
     sizes = [unit_tokens(u) for u in units]
     hot = sum(sizes)
@@ -65,7 +67,7 @@ def find_cut_point(
     for i, unit in enumerate(units):
         if hot <= target_tokens:
             break
-        verdict = guard(unit, GuardContext(units, i))
+        verdict = guard(unit, GuardContext(units, i) if known is None else GuardContext(units, i, known))
         if verdict is Verdict.KEEP:
             stopped_by = "kept by a guard"
             break

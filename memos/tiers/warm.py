@@ -44,6 +44,8 @@ class SummaryPlan:
     messages: tuple[Message, ...]
     max_tokens: int
     through_seq: int
+    # values the user has since corrected: a summary should not present them as current
+    superseded: tuple[str, ...] = ()
 
 
 @runtime_checkable
@@ -65,6 +67,7 @@ def prepare_summary(
     full_every: int,
     max_tokens: int,
     originals: Callable[[], Sequence[Message]],
+    superseded: Sequence[str] = (),
 ) -> SummaryPlan:
     """Plan the summary for the ``demotion_number``-th demotion (1-based).
 
@@ -77,8 +80,8 @@ def prepare_summary(
     through = max(m.seq for m in segment)
     if previous is None or demotion_number % full_every == 0:
         msgs = tuple(originals()) if previous is not None else tuple(segment)
-        return SummaryPlan("full", None, msgs, max_tokens, through)
-    return SummaryPlan("incremental", previous, tuple(segment), max_tokens, through)
+        return SummaryPlan("full", None, msgs, max_tokens, through, tuple(superseded))
+    return SummaryPlan("incremental", previous, tuple(segment), max_tokens, through, tuple(superseded))
 
 
 def fit_summary(text: str, max_tokens: int, counter: TokenCounter) -> str:
@@ -150,7 +153,8 @@ class ExtractiveSummarizer:
     numbers and ids, and tool outcomes; drops greetings and acknowledgements.
 
     Each kept sentence becomes one line ``- role: sentence``. When the lines exceed the
-    cap, the lowest-scored go first (older ones first among equals).
+    cap, the lowest-scored go first (older ones first among equals). Lines holding a
+    value the user has since corrected (``plan.superseded``) are dropped.
     """
 
     name = "extractive"
@@ -195,8 +199,11 @@ class ExtractiveSummarizer:
         cands.extend(self.candidates(plan.messages, start=len(cands)))
         seen: set[str] = set()
         unique = []
+        stale = [v.lower() for v in plan.superseded if v.strip()]
         for c in cands:
             key = c.text.lower()
+            if any(v in key for v in stale):
+                continue
             if key not in seen:
                 seen.add(key)
                 unique.append(c)

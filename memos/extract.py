@@ -1,0 +1,201 @@
+"""Fact extraction: the :class:`FactExtractor` protocol and the offline rule-based one.
+
+:class:`RuleExtractor` reads messages and proposes facts for the cold tier:
+
+- user messages: constraints (English and Chinese phrasing, pinned), preferences
+  ("I prefer", "I don't eat", "我喜欢", "我不吃", pinned), addresses (one current value:
+  a new one supersedes the old), "my X is Y" statements, identifiers, and revocations
+  ("I no longer …", "不再 …");
+- assistant messages: decisions ("booked", "confirmed", "decided", …) and identifiers;
+- tool chains: the task state (the last call of each tool and its result), failed
+  attempts (error results), and identifiers found in the results (JSON fields included).
+
+:func:`identifier_facts` is the identifier safety net: a fact for every identifier in
+a set of messages that is not already covered.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from .messages import Message
+from .paging.guards import is_constraint, split_sentences
+from .patterns import DECISION, FAILURE, IDENTIFIER, find_identifiers
+from .tiers.cold import FactCandidate, Invalidation, normalize
+
+__all__ = ["ADDRESS", "Extraction", "FactExtractor", "RuleExtractor", "identifier_facts", "message_source"]
+
+_STREET = (
+    r"(?:Rua|Avenida|Av\.|Calle|Via|Rue|Praça|Largo|Travessa|Calçada)(?: d[aeo]s?)? [A-Z][\w'-]*(?: [A-Z][\w'-]*)*"
+    r"|[A-Z][\w'-]*(?: [A-Z][\w'-]*)* (?:Street|St|Avenue|Ave|Road|Rd|Lane|Ln|Boulevard|Blvd|Drive|Dr|Way|Court|Ct|Place|Pl)\b"
+)
+_POSTCODE = r"(?:\d{4}-\d{3}|\d{5}(?:-\d{4})?|[A-Z]{1,2}\d[A-Z\d]? \d[A-Z]{2})"
+ADDRESS = re.compile(
+    rf"\b\d{{1,5}}[A-Z]?,? (?:{_STREET})"
+    rf"(?:,? (?:(?:[A-Z][a-zà-ú]+ )?{_POSTCODE}(?: [A-Z][a-zà-ú]+)?|[A-Z][a-zà-ú]+(?: {_POSTCODE})?))?"
+)
+_ZH_ADDRESS = re.compile(r"[\u4e00-\u9fff]{2,}(?:路|街|大道|巷)\d+号(?:[\u4e00-\u9fff\d]*室)?")
+
+_PREFERENCE = re.compile(
+    r"\b(?:i (?:really )?(?:prefer|like|love|enjoy|hate|dislike|can't stand)|i (?:don'?t|do not|never) "
+    r"(?:eat|drink|like|want|use)|i'?m (?:a )?(?:vegetarian|vegan|allergic)|my favou?rite)\b"
+    r"|我(?:很|最|比较)?(?:喜欢|爱|偏好|讨厌)|我不(?:吃|喝|喜欢|要)|我对.{1,8}过敏|我是素食",
+    re.IGNORECASE,
+)
+_REVOKE = re.compile(
+    r"\b(?:no longer|not any ?more|forget (?:that|what|about|my)|ignore (?:that|what|my)|scratch that|"
+    r"doesn'?t apply|does not apply|disregard)\b|\b(?:now|again) (?:i )?(?:eat|like|want)\b|不再|取消|算了|不用了|可以吃",
+    re.IGNORECASE,
+)
+_MY_X_IS = re.compile(r"\bmy ((?:[a-z]+ ){0,2}[a-z]+) (?:is|are|was changed to|is now) ([^.;!?\n]{2,80})", re.IGNORECASE)
+_ADDRESS_FIELDS = re.compile(r"(?:^|_)(?:address|ship_to|shipping|deliver_to|delivery)(?:_|$)", re.I)
+_ID_FIELDS = re.compile(r"(?:^|_)(?:id|ids|ref|reference|tracking|number|code|email|url|sku|confirmation)(?:_|$)", re.I)
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """What an extractor proposes: candidate facts and revocations."""
+
+    candidates: tuple[FactCandidate, ...] = ()
+    invalidations: tuple[Invalidation, ...] = ()
+
+
+@runtime_checkable
+class FactExtractor(Protocol):
+    """Proposes facts for the cold tier from messages."""
+
+    name: str
+
+    def extract(self, messages: Sequence[Message]) -> Extraction:
+        """Facts and revocations found in ``messages`` (oldest first)."""
+        ...
+
+
+def _snippet(text: str, start: int, end: int, width: int = 70) -> str:
+    lo = max(0, start - width)
+    hi = min(len(text), end + width)
+    s = " ".join(text[lo:hi].split())
+    return ("…" if lo > 0 else "") + s + ("…" if hi < len(text) else "")
+
+
+def _flatten(value: Any, path: str = "") -> Iterable[tuple[str, Any]]:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _flatten(v, f"{path}.{k}" if path else str(k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value[:50]):
+            yield from _flatten(v, f"{path}[{i}]")
+    else:
+        yield path, value
+
+
+@dataclass
+class RuleExtractor:
+    """The offline, rule-based :class:`FactExtractor`."""
+
+    name: str = "rules"
+    pin_preferences: bool = True
+
+    def extract(self, messages: Sequence[Message]) -> Extraction:
+        """Facts and revocations found in ``messages``; tool results need their call among them."""
+        cands: list[FactCandidate] = []
+        invs: list[Invalidation] = []
+        calls: dict[str, tuple[str, str]] = {}
+        for m in messages:
+            src = (m.id,)
+            role = m.role
+            for call in m.data.get("tool_calls") or ():
+                calls[call["id"]] = (call["function"]["name"], call["function"]["arguments"])
+            if role in ("user", "system", "developer"):
+                self._user(m, src, cands, invs)
+            elif role == "assistant":
+                self._assistant(m, src, cands)
+            elif role == "tool":
+                self._tool(m, src, cands, calls.get(str(m.data.get("tool_call_id")), ("tool", "")))
+        return Extraction(tuple(cands), tuple(invs))
+
+    def _user(self, m: Message, src: tuple[str, ...], cands: list[FactCandidate], invs: list[Invalidation]) -> None:
+        text = m.text
+        for sentence in split_sentences(text):
+            if _REVOKE.search(sentence):
+                invs.append(Invalidation(sentence, src, m.seq))
+            if _PREFERENCE.search(sentence):
+                cands.append(FactCandidate("preference", normalize(sentence)[:160], sentence, src, m.seq,
+                                           pinned=self.pin_preferences))
+            elif is_constraint(sentence) and m.role == "user":
+                cands.append(FactCandidate("constraint", normalize(sentence)[:160], sentence, src, m.seq, pinned=True))
+            for mx in _MY_X_IS.finditer(sentence):
+                cands.append(FactCandidate("fact", normalize(mx.group(1)), mx.group(2).strip(), src, m.seq,
+                                           confidence=0.8, single=True))
+        self._addresses(text, src, m.seq, cands)
+        self._identifiers(text, src, m.seq, cands)
+
+    def _assistant(self, m: Message, src: tuple[str, ...], cands: list[FactCandidate]) -> None:
+        text = m.text
+        for sentence in split_sentences(text):
+            if DECISION.search(sentence) and (find_identifiers(sentence) or re.search(r"\b(booked|confirmed|decided|chose)\b", sentence, re.I)):
+                cands.append(FactCandidate("decision", normalize(sentence)[:160], sentence, src, m.seq, confidence=0.7))
+        self._identifiers(text, src, m.seq, cands)
+
+    def _tool(self, m: Message, src: tuple[str, ...], cands: list[FactCandidate], call: tuple[str, str]) -> None:
+        name, args = call
+        result = " ".join(m.text.split())
+        preview = result[:160] + ("…" if len(result) > 160 else "")
+        cands.append(FactCandidate("task_state", f"last {name} call", f"{name}({args}) -> {preview}", src, m.seq, single=True))
+        if FAILURE.search(result):
+            cands.append(FactCandidate("failed_attempt", f"{name}({args})"[:160], preview, src, m.seq))
+        try:
+            data = json.loads(m.text)
+        except (ValueError, TypeError):
+            data = None
+        if isinstance(data, (dict, list)):
+            for path, value in _flatten(data):
+                leaf = path.rsplit(".", 1)[-1]
+                if isinstance(value, str) and _ADDRESS_FIELDS.search(leaf) and ADDRESS.search(value):
+                    cands.append(FactCandidate("identifier", "address", value, src, m.seq, single=True))
+                elif isinstance(value, (str, int)) and not isinstance(value, bool) and _ID_FIELDS.search(leaf):
+                    v = str(value)
+                    if len(v) >= 3:
+                        cands.append(FactCandidate("identifier", v, f"{v} ({name} {path})", src, m.seq, once=True))
+        self._identifiers(m.text, src, m.seq, cands)
+
+    def _addresses(self, text: str, src: tuple[str, ...], seq: int, cands: list[FactCandidate]) -> None:
+        for rx in (ADDRESS, _ZH_ADDRESS):
+            for mt in rx.finditer(text):
+                cands.append(FactCandidate("identifier", "address", mt.group(0).strip(" ,."), src, seq, single=True))
+
+    def _identifiers(self, text: str, src: tuple[str, ...], seq: int, cands: list[FactCandidate]) -> None:
+        for mt in IDENTIFIER.finditer(text):
+            ident = mt.group(0).strip().rstrip(".,;:")
+            if len(ident) >= 3:
+                cands.append(FactCandidate("identifier", ident, _snippet(text, mt.start(), mt.end()), src, seq,
+                                           confidence=0.9, once=True))
+
+
+def identifier_facts(
+    sources: Iterable[tuple[str, tuple[str, ...], int]], covered: str, known: str
+) -> list[FactCandidate]:
+    """The safety net: a fact for each identifier in ``sources`` (text, source message
+    ids, seq) that appears neither in ``covered`` (the new summary) nor in ``known``
+    (the cold tier's keys and values)."""
+    out: list[FactCandidate] = []
+    seen: set[str] = set()
+    for text, ids, seq in sources:
+        for mt in IDENTIFIER.finditer(text):
+            ident = mt.group(0).strip().rstrip(".,;:")
+            if len(ident) < 3 or ident in seen or ident in covered or ident in known:
+                continue
+            seen.add(ident)
+            out.append(FactCandidate("identifier", ident, _snippet(text, mt.start(), mt.end()), ids, seq,
+                                     confidence=0.9, once=True))
+    return out
+
+
+def message_source(m: Message) -> tuple[str, tuple[str, ...], int]:
+    """A message as a source for :func:`identifier_facts`: its text with its tool-call arguments."""
+    args = " ".join(c["function"]["arguments"] for c in m.data.get("tool_calls") or ())
+    return (m.text + (" " + args if args else ""), (m.id,), m.seq)

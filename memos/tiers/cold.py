@@ -1,0 +1,462 @@
+"""The cold tier: structured facts in a SQLModel table, with history.
+
+A fact is a kind (constraint, preference, identifier, task_state, decision,
+failed_attempt, fact), a key and a value, with the messages it came from. Facts are
+never overwritten: an UPDATE closes the current row (``valid_to``, ``superseded_by``)
+and adds a new one, INVALIDATE closes a row the user revoked, NOOP leaves a fact that
+is already known alone. :meth:`ColdTier.forget` deletes a fact on request and records
+that it did.
+
+Full-text search uses an SQLite FTS5 table (trigram tokenizer, so identifiers and
+Chinese text match by substring); on other databases a plain ``LIKE`` search is used.
+:func:`decide` is the pure rule that picks the operation for a candidate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+from sqlalchemy import text
+from sqlalchemy.engine import Engine
+from sqlmodel import Field, Session, SQLModel, col, select
+
+__all__ = [
+    "FACT_KINDS",
+    "ColdTier",
+    "Fact",
+    "FactBase",
+    "FactCandidate",
+    "FactChange",
+    "FactOp",
+    "ForgetRecord",
+    "Invalidation",
+    "decide",
+    "normalize",
+]
+
+FACT_KINDS = ("constraint", "preference", "identifier", "task_state", "decision", "failed_attempt", "fact")
+
+
+class FactBase(SQLModel):
+    """The fields of a fact (a data model: validate through it, see :class:`Fact`)."""
+
+    namespace: str = Field(index=True)
+    kind: str = Field(index=True)
+    key: str = Field(index=True)
+    value: str
+    source_ids: str = "[]"  # JSON list of the message ids the fact came from
+    source_seq: int = -1  # seq of the newest source message; orders values of one key in time
+    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
+    created_at: float = Field(default_factory=time.time)
+    valid_from: float = Field(default_factory=time.time)
+    valid_to: float | None = None
+    superseded_by: int | None = None
+    pinned: bool = False
+    status: str = Field(default="current", index=True)  # current | superseded | invalidated
+
+
+class Fact(FactBase, table=True):
+    """One row of the fact table. Build rows with ``Fact.model_validate(...)``."""
+
+    __tablename__ = "memos_fact"
+
+    id: int | None = Field(default=None, primary_key=True)
+
+    @property
+    def sources(self) -> list[str]:
+        """The message ids the fact came from."""
+        return list(json.loads(self.source_ids))
+
+    def line(self) -> str:
+        """The fact as one compact line, identifiers verbatim."""
+        if self.kind in ("constraint", "preference", "decision"):
+            return f"{self.kind}: {self.value}"
+        if self.key == self.value or self.value.startswith(self.key):
+            return f"{self.kind}: {self.value}"
+        return f"{self.kind} {self.key}: {self.value}"
+
+
+class ForgetRecord(SQLModel, table=True):
+    """A fact deleted on request: what kind and key it had, not its value."""
+
+    __tablename__ = "memos_forget"
+
+    id: int | None = Field(default=None, primary_key=True)
+    namespace: str = Field(index=True)
+    fact_id: int
+    kind: str
+    key: str
+    value_sha256: str
+    reason: str
+    # facts for this kind and key from messages up to this seq are not extracted again
+    through_seq: int = -1
+    created_at: float = Field(default_factory=time.time)
+
+
+class FactOp(str, Enum):
+    """What applying a candidate did to the table."""
+
+    ADD = "ADD"
+    UPDATE = "UPDATE"
+    INVALIDATE = "INVALIDATE"
+    NOOP = "NOOP"
+
+
+@dataclass(frozen=True)
+class FactCandidate:
+    """A fact an extractor proposes.
+
+    ``single`` makes the key single-valued: a new value supersedes the current one (an
+    address, "my email is ..."). ``once`` records the key once: later candidates for a
+    key that has a current row are NOOP (an identifier seen again in another sentence).
+    """
+
+    kind: str
+    key: str
+    value: str
+    source_ids: tuple[str, ...] = ()
+    source_seq: int = -1
+    confidence: float = 1.0
+    pinned: bool = False
+    single: bool = False
+    once: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in FACT_KINDS:
+            raise ValueError(f"unknown fact kind {self.kind!r}; expected one of {FACT_KINDS}")
+        if not self.key.strip() or not self.value.strip():
+            raise ValueError("a fact needs a non-empty key and value")
+
+
+@dataclass(frozen=True)
+class Invalidation:
+    """A statement revoking earlier facts ("I no longer …"); matched against current
+    constraints and preferences by shared words."""
+
+    text: str
+    source_ids: tuple[str, ...] = ()
+    source_seq: int = -1
+
+
+@dataclass(frozen=True)
+class FactChange:
+    """The outcome of one candidate or invalidation."""
+
+    op: FactOp
+    fact: Fact
+    previous: Fact | None = None
+
+
+@dataclass
+class _Index:
+    """Normalised values of every fact ever seen (any status) and of forgotten ones."""
+
+    values: set[str] = field(default_factory=set)
+
+
+_SPACE = re.compile(r"\s+")
+_WORD = re.compile(r"[\w$€£¥.-]+|[\u4e00-\u9fff]+", re.UNICODE)
+_STOP = {
+    "the", "and", "for", "that", "this", "with", "you", "your", "are", "was", "not", "but", "have", "has",
+    "any", "all", "can", "will", "would", "should", "what", "when", "where", "from", "into", "about", "there",
+    "their", "they", "them", "then", "than", "just", "also", "more", "some", "please", "thanks", "don't",
+    "can", "could", "find", "tell", "show", "give", "know", "want", "need", "like", "how", "who", "why", "which",
+    "dont", "doesn't", "longer", "anymore", "now", "any", "again", "still", "only", "never", "always",
+}
+
+
+def normalize(value: str) -> str:
+    """A value compared for equality: lower case, single spaces, no trailing punctuation."""
+    return _SPACE.sub(" ", value).strip().strip(".,;:!?。！？；，").lower()
+
+
+def _words(value: str) -> set[str]:
+    out: set[str] = set()
+    for w in _WORD.findall(value.lower()):
+        w = w.strip(".-")
+        if any("\u4e00" <= ch <= "\u9fff" for ch in w):
+            out.update(w[i : i + 2] for i in range(max(1, len(w) - 1)))
+        elif len(w) >= 3 and w not in _STOP:
+            out.add(w)
+    return out
+
+
+def decide(candidate: FactCandidate, same_key: Sequence[Fact]) -> tuple[FactOp, Fact | None]:
+    """The operation for ``candidate`` given the rows with its namespace, kind and key.
+
+    Returns the op and the row it concerns: NOOP with the row already holding the value;
+    UPDATE with the current row the candidate supersedes; ADD with None, or, for an
+    older value of a single-valued key arriving late, with the newer current row (the
+    candidate is then stored as history, superseded by it).
+    """
+    value = normalize(candidate.value)
+    for row in same_key:
+        if normalize(row.value) == value and row.status != "invalidated":
+            return FactOp.NOOP, row
+    current = [r for r in same_key if r.status == "current"]
+    if candidate.once and current:
+        return FactOp.NOOP, current[0]
+    if not candidate.single or not current:
+        return FactOp.ADD, None
+    newest = max(current, key=lambda r: r.source_seq)
+    if candidate.source_seq >= newest.source_seq:
+        return FactOp.UPDATE, newest
+    return FactOp.ADD, newest
+
+
+class ColdTier:
+    """The facts of one namespace."""
+
+    def __init__(self, engine: Engine, namespace: str) -> None:
+        self.engine = engine
+        self.namespace = namespace
+        self.version = 0  # bumped on every change, so callers can cache renderings
+        self.fts = engine.dialect.name == "sqlite" and _ensure_fts(engine)
+        self._known: _Index | None = None
+
+    # -- writes --------------------------------------------------------------------
+
+    def apply(
+        self,
+        candidates: Iterable[FactCandidate],
+        invalidations: Iterable[Invalidation] = (),
+        *,
+        session: Session | None = None,
+    ) -> list[FactChange]:
+        """Apply invalidations, then candidates, in one transaction (``session``'s, if given)."""
+        if session is None:
+            with Session(self.engine) as s:
+                changes = self.apply(candidates, invalidations, session=s)
+                s.commit()
+                return changes
+        changes: list[FactChange] = []
+        now = time.time()
+        forgotten = self._forgotten_keys(session)
+        for inv in invalidations:
+            changes.extend(self._invalidate_matching(session, inv, now))
+        for cand in candidates:
+            if forgotten.get((cand.kind, cand.key), -2) >= cand.source_seq:
+                continue
+            changes.append(self._apply_one(session, cand, now))
+        session.flush()
+        for ch in changes:
+            if ch.op is not FactOp.NOOP:
+                self._index_fts(session, ch.fact)
+                if self._known is not None:
+                    self._known.values.add(normalize(ch.fact.value))
+        if any(ch.op is not FactOp.NOOP for ch in changes):
+            self.version += 1
+        return changes
+
+    def _apply_one(self, s: Session, cand: FactCandidate, now: float) -> FactChange:
+        same = s.exec(
+            select(Fact).where(Fact.namespace == self.namespace, Fact.kind == cand.kind, Fact.key == cand.key)
+        ).all()
+        op, row = decide(cand, same)
+        if op is FactOp.NOOP:
+            assert row is not None
+            return FactChange(op, row)
+        fact = Fact.model_validate({
+            "namespace": self.namespace, "kind": cand.kind, "key": cand.key, "value": cand.value.strip(),
+            "source_ids": json.dumps(list(cand.source_ids)), "source_seq": cand.source_seq,
+            "confidence": cand.confidence, "pinned": cand.pinned, "created_at": now, "valid_from": now,
+        })
+        if op is FactOp.ADD and row is not None:  # an older value arriving late: history only
+            fact.status = "superseded"
+            fact.valid_to = row.valid_from
+            fact.superseded_by = row.id
+            s.add(fact)
+            return FactChange(op, fact, None)
+        s.add(fact)
+        s.flush()
+        if op is FactOp.UPDATE and row is not None:
+            row.status = "superseded"
+            row.valid_to = now
+            row.superseded_by = fact.id
+            s.add(row)
+        return FactChange(op, fact, row)
+
+    def _invalidate_matching(self, s: Session, inv: Invalidation, now: float) -> list[FactChange]:
+        words = _words(inv.text)
+        if not words:
+            return []
+        rows = s.exec(
+            select(Fact).where(Fact.namespace == self.namespace, Fact.status == "current",
+                               col(Fact.kind).in_(("constraint", "preference")))
+        ).all()
+        out = []
+        for row in rows:
+            if row.source_seq > inv.source_seq >= 0:
+                continue
+            fw = _words(row.value)
+            shared = words & fw
+            if fw and (len(shared) >= 2 or len(shared) / len(fw) >= 0.5):
+                row.status = "invalidated"
+                row.valid_to = now
+                s.add(row)
+                out.append(FactChange(FactOp.INVALIDATE, row))
+        return out
+
+    def invalidate(self, fact_id: int) -> Fact:
+        """Close a current fact as revoked by the user."""
+        with Session(self.engine) as s:
+            row = self._get(s, fact_id)
+            if row.status == "current":
+                row.status = "invalidated"
+                row.valid_to = time.time()
+                s.add(row)
+                s.commit()
+                s.refresh(row)
+                self.version += 1
+            return row
+
+    def set_pinned(self, fact_id: int, pinned: bool) -> Fact:
+        """Pin or unpin a fact (pinned facts appear in every context while current)."""
+        with Session(self.engine) as s:
+            row = self._get(s, fact_id)
+            row.pinned = pinned
+            s.add(row)
+            s.commit()
+            s.refresh(row)
+            self.version += 1
+            return row
+
+    def forget(self, fact_id: int, reason: str = "user request", *, through_seq: int | None = None) -> ForgetRecord:
+        """Delete a fact (and the rows of its history chain) and record the deletion.
+
+        Messages up to ``through_seq`` (default: the newest source of the deleted rows)
+        do not bring the fact back when they are read again.
+        """
+        with Session(self.engine) as s:
+            row = self._get(s, fact_id)
+            chain = self._chain(s, row)
+            upto = max(r.source_seq for r in chain) if through_seq is None else through_seq
+            record = None
+            for r in chain:
+                rec = ForgetRecord(namespace=self.namespace, fact_id=int(r.id or 0), kind=r.kind, key=r.key,
+                                   value_sha256=hashlib.sha256(normalize(r.value).encode()).hexdigest(), reason=reason,
+                                   through_seq=upto)
+                s.add(rec)
+                record = record or rec
+                if self.fts:
+                    s.exec(text("DELETE FROM memos_fact_fts WHERE rowid = :id"), params={"id": r.id})  # type: ignore[call-overload]
+                s.delete(r)
+            s.commit()
+            assert record is not None
+            s.refresh(record)
+            self.version += 1
+            self._known = None
+            self._forgot = None
+            return record
+
+    # -- reads ---------------------------------------------------------------------
+
+    def facts(self, kind: str | None = None, *, include_history: bool = False, pinned: bool | None = None) -> list[Fact]:
+        """Facts of this namespace, oldest first; current ones only unless ``include_history``."""
+        with Session(self.engine) as s:
+            q = select(Fact).where(Fact.namespace == self.namespace)
+            if kind is not None:
+                q = q.where(Fact.kind == kind)
+            if not include_history:
+                q = q.where(Fact.status == "current")
+            if pinned is not None:
+                q = q.where(Fact.pinned == pinned)
+            return list(s.exec(q.order_by(col(Fact.source_seq), col(Fact.id))).all())
+
+    def history(self, fact_id: int) -> list[Fact]:
+        """The rows of the key a fact belongs to, oldest first (for a single-valued key, its chain)."""
+        with Session(self.engine) as s:
+            return self._chain(s, self._get(s, fact_id))
+
+    def search(self, query: str, limit: int = 10, *, kinds: Sequence[str] | None = None) -> list[Fact]:
+        """Current facts matching ``query``, best first (FTS5 bm25 on SQLite, else word LIKE)."""
+        terms = sorted({t for t in _WORD.findall(query) if len(t) >= 3 and t.lower() not in _STOP},
+                       key=len, reverse=True)[:16]
+        if not terms:
+            return []
+        with Session(self.engine) as s:
+            ids: list[int] = []
+            if self.fts:
+                match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+                rows = s.exec(  # type: ignore[call-overload]
+                    text("SELECT rowid FROM memos_fact_fts WHERE memos_fact_fts MATCH :q AND namespace = :ns "
+                         "ORDER BY rank LIMIT :k"),
+                    params={"q": match, "ns": self.namespace, "k": limit * 4},
+                ).all()
+                ids = [int(r[0]) for r in rows]
+                by_id = {f.id: f for f in s.exec(select(Fact).where(col(Fact.id).in_(ids))).all()} if ids else {}
+                found = [by_id[i] for i in ids if i in by_id]
+            else:
+                cond = None
+                for t in terms:
+                    c = col(Fact.value).ilike(f"%{t}%") | col(Fact.key).ilike(f"%{t}%")
+                    cond = c if cond is None else cond | c
+                found = list(s.exec(select(Fact).where(Fact.namespace == self.namespace, cond)).all())  # type: ignore[arg-type]
+                found.sort(key=lambda f: -sum(t.lower() in (f.key + " " + f.value).lower() for t in terms))
+            out = [f for f in found if f.status == "current" and (kinds is None or f.kind in kinds)]
+            return out[:limit]
+
+    def knows(self, value: str) -> bool:
+        """Whether a value was ever a fact here (any status, or forgotten)."""
+        if self._known is None:
+            idx = _Index()
+            with Session(self.engine) as s:
+                idx.values.update(normalize(v) for v in s.exec(select(Fact.value).where(Fact.namespace == self.namespace)).all())
+                self._forgotten = set(s.exec(select(ForgetRecord.value_sha256).where(ForgetRecord.namespace == self.namespace)).all())
+            self._known = idx
+        n = normalize(value)
+        return n in self._known.values or hashlib.sha256(n.encode()).hexdigest() in self._forgotten
+
+    def forgotten(self) -> list[ForgetRecord]:
+        """The deletions recorded for this namespace."""
+        with Session(self.engine) as s:
+            return list(s.exec(select(ForgetRecord).where(ForgetRecord.namespace == self.namespace)).all())
+
+    # -- helpers -------------------------------------------------------------------
+
+    _forgot: dict[tuple[str, str], int] | None = None
+
+    def _forgotten_keys(self, s: Session) -> dict[tuple[str, str], int]:
+        if self._forgot is None:
+            out: dict[tuple[str, str], int] = {}
+            for r in s.exec(select(ForgetRecord).where(ForgetRecord.namespace == self.namespace)).all():
+                out[(r.kind, r.key)] = max(out.get((r.kind, r.key), -1), r.through_seq)
+            self._forgot = out
+        return self._forgot
+
+    def _get(self, s: Session, fact_id: int) -> Fact:
+        row = s.get(Fact, fact_id)
+        if row is None or row.namespace != self.namespace:
+            raise ValueError(f"no fact with id {fact_id!r} in this namespace")
+        return row
+
+    def _chain(self, s: Session, row: Fact) -> list[Fact]:
+        rows = s.exec(select(Fact).where(Fact.namespace == self.namespace, Fact.kind == row.kind, Fact.key == row.key)).all()
+        return sorted(rows, key=lambda r: (r.source_seq, r.id or 0))
+
+    def _index_fts(self, s: Session, fact: Fact) -> None:
+        if not self.fts:
+            return
+        s.exec(text("DELETE FROM memos_fact_fts WHERE rowid = :id"), params={"id": fact.id})  # type: ignore[call-overload]
+        s.exec(  # type: ignore[call-overload]
+            text("INSERT INTO memos_fact_fts(rowid, namespace, key, value) VALUES (:id, :ns, :k, :v)"),
+            params={"id": fact.id, "ns": self.namespace, "k": fact.key, "v": fact.value},
+        )
+
+
+def _ensure_fts(engine: Engine) -> bool:
+    try:
+        with engine.begin() as conn:
+            conn.execute(text(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS memos_fact_fts USING fts5("
+                "namespace UNINDEXED, key, value, tokenize='trigram')"
+            ))
+        return True
+    except Exception:  # SQLite built without FTS5 (or trigram): fall back to LIKE
+        return False
