@@ -18,7 +18,7 @@ def _demo(args: argparse.Namespace) -> int:
     from .demo import plot_tokens, run_demo
     from .memory import PagingEvent
 
-    console = Console()
+    console = Console() if sys.stdout.isatty() else Console(width=120)
     out = Path(args.out)
     store = out / "demo.db"
     if store.exists():
@@ -51,13 +51,17 @@ def _demo(args: argparse.Namespace) -> int:
     table.add_row("prompt tokens, first turn", str(result.memos_tokens[0]), str(result.full_tokens[0]))
     table.add_row("prompt tokens, middle turn", str(result.memos_tokens[n // 2]), str(result.full_tokens[n // 2]))
     table.add_row("prompt tokens, last turn", str(result.memos_tokens[-1]), str(result.full_tokens[-1]))
-    table.add_row("cumulative prompt tokens", f"{sum(result.memos_tokens):,}", f"{sum(result.full_tokens):,}")
+    table.add_row("cumulative prompt tokens", f"{result.memos_total:,}", f"{result.full_total:,}")
     table.add_row("share of full history", f"{result.ratio:.1%}", "100%")
     table.add_row("largest single prompt", str(result.max_prompt_tokens), "")
     table.add_row("model calls", str(result.model_calls), str(result.model_calls))
     table.add_row("demotions / soft compactions", f"{result.demotions} / {result.soft_compactions}", "")
     present = sum(result.constraints_present.values())
     table.add_row("constraints present at the end", f"{present}/{len(result.constraints_present)}", "")
+    kinds = ", ".join(f"{k} {v}" for k, v in sorted(result.facts_by_kind.items()))
+    table.add_row("current facts by kind", kinds, "")
+    table.add_row("superseded facts (kept as history)", str(result.superseded_facts), "")
+    table.add_row("identifiers preserved", f"{result.identifiers_preserved}/{len(result.identifiers)}", "")
     table.add_row("prompts over budget", str(result.over_budget_prompts), "")
     table.add_row("prompts with orphan tool messages", str(result.orphan_prompts), "")
     table.add_row("messages in the log", str(result.messages_logged), "")
@@ -66,7 +70,10 @@ def _demo(args: argparse.Namespace) -> int:
         if not ok:
             console.print(f"[red]missing constraint:[/red] {c}")
     console.print(f"plot: {png.resolve()}")
-    ok = result.orphan_prompts == 0 and result.over_budget_prompts == 0 and all(result.constraints_present.values())
+    for ident in result.identifiers_missing:
+        console.print(f"[red]identifier lost:[/red] {ident}")
+    ok = (result.orphan_prompts == 0 and result.over_budget_prompts == 0 and not result.identifiers_missing
+          and all(result.constraints_present.values()))
     return 0 if ok else 1
 
 

@@ -528,9 +528,21 @@ class Memory:
             return
         start = time.perf_counter()
         before = self._total(0, None, _Rooms())
+        # what the placeholders hide goes to the cold tier first (task state, identifiers)
+        chosen = set(ids)
+        hidden = [m for u in units if any(m.id in chosen for m in u.messages)
+                  for m in u.messages if m.id in chosen or m.tool_call_ids]
+        cands, invs = self._extract(hidden)
+        known = "\n".join(c.key + "\n" + c.value for c in cands)
+        cands += identifier_facts([message_source(m) for m in hidden if m.id in chosen], "", known)
         self._compacted.update(ids)
         after = self._total(0, None, _Rooms())
-        self.store.compact(self.namespace, ids, before, after)
+        try:
+            self.store.compact(self.namespace, ids, before, after,
+                               also=lambda session: self.cold.apply(cands, invs, session=session))
+        except Exception:
+            self._load()
+            raise
         self._soft += 1
         self._emit(PagingEvent("soft", before, after, len(ids), 0, None, "placeholder",
                                (time.perf_counter() - start) * 1000))

@@ -14,6 +14,7 @@ _IDENTIFIER_PARTS = [
     r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b",  # ISO dates (before the codes below)
     r"\b[A-Z]{2,}[A-Z0-9]*[-_#]?\d[\w-]*\b",  # ORD-12345, INV2024, TKT-88-A
     r"\b(?=[A-Za-z0-9-]*\d)(?=[A-Za-z0-9-]*[A-Z])[A-Z0-9][A-Za-z0-9]*-[A-Za-z0-9-]+\b",  # A1-B2 codes
+    r"\b(?=[A-Z0-9]*[A-Z])(?=[A-Z0-9]*\d)[A-Z0-9]{8,}\b",  # 1Z999AA10123456784 (tracking numbers)
     r"[$€£¥]\s?\d[\d,]*(?:\.\d+)?",  # amounts with a currency sign
     r"\b\d[\d,]*(?:\.\d+)?\s?(?:USD|EUR|GBP|CNY|RMB|JPY|dollars|euros|元|块)",  # amounts with a unit
     r"\b\d{1,2}/\d{1,2}/\d{2,4}\b",  # 5/8/2023

@@ -174,13 +174,13 @@ class Store:
 
     def load_messages(self, ns: Namespace) -> list[tuple[Message, str, bool]]:
         """Every logged message of ``ns`` in order, with its tier and compacted flag."""
-        with Session(self.engine) as s:
+        with Session(self.engine, expire_on_commit=False) as s:
             rows = s.exec(select(MessageRow).where(MessageRow.namespace == _ns_key(ns)).order_by(MessageRow.seq)).all()
             return [(_to_message(r), r.tier, r.compacted) for r in rows]
 
     def next_seq(self, ns: Namespace) -> int:
         """The sequence number the next message of ``ns`` gets."""
-        with Session(self.engine) as s:
+        with Session(self.engine, expire_on_commit=False) as s:
             top = s.exec(select(func.max(MessageRow.seq)).where(MessageRow.namespace == _ns_key(ns))).one()
             return 0 if top is None else int(top) + 1
 
@@ -199,7 +199,7 @@ class Store:
                 )
             )
             out.append(Message(id=mid, seq=seq, data=data, tokens=tokens, created_at=now, pinned=pinned))
-        with Session(self.engine) as s:
+        with Session(self.engine, expire_on_commit=False) as s:
             s.add_all(rows)
             s.commit()
         return out
@@ -209,7 +209,7 @@ class Store:
         ids = list(ids)
         if not ids:
             return
-        with Session(self.engine) as s:
+        with Session(self.engine, expire_on_commit=False) as s:
             rows = s.exec(select(MessageRow).where(MessageRow.namespace == _ns_key(ns), MessageRow.id.in_(ids))).all()  # type: ignore[attr-defined]
             for r in rows:
                 for k, v in values.items():
@@ -217,9 +217,13 @@ class Store:
                 s.add(r)
             s.commit()
 
-    def compact(self, ns: Namespace, ids: Sequence[str], tokens_before: int, tokens_after: int) -> None:
-        """Record a soft compaction: mark ``ids`` compacted and log the event."""
-        with Session(self.engine) as s:
+    def compact(self, ns: Namespace, ids: Sequence[str], tokens_before: int, tokens_after: int, *,
+                also: Callable[[Session], Any] | None = None) -> None:
+        """Record a soft compaction: mark ``ids`` compacted and log the event, in one
+        transaction with ``also(session)``."""
+        with Session(self.engine, expire_on_commit=False) as s:
+            if also is not None:
+                also(s)
             rows = s.exec(select(MessageRow).where(MessageRow.namespace == _ns_key(ns), MessageRow.id.in_(list(ids)))).all()  # type: ignore[attr-defined]
             for r in rows:
                 r.compacted = True
@@ -230,7 +234,7 @@ class Store:
 
     def session(self) -> Session:
         """A new session on the store's engine (the caller commits)."""
-        return Session(self.engine)
+        return Session(self.engine, expire_on_commit=False)
 
     def demote(self, ns: Namespace, d: Demotion, *, also: Callable[[Session], None] | None = None) -> SummaryRow | None:
         """Apply a demotion in one transaction; returns the new summary version, if any.
@@ -238,7 +242,7 @@ class Store:
         ``also(session)`` runs inside the same transaction (the cold tier's facts).
         """
         key = _ns_key(ns)
-        with Session(self.engine) as s:
+        with Session(self.engine, expire_on_commit=False) as s:
             if also is not None:
                 also(s)
             ids = list(d.warm_ids) + list(d.pinned_ids)
@@ -267,19 +271,19 @@ class Store:
 
     def latest_summary(self, ns: Namespace) -> SummaryRow | None:
         """The newest summary version of ``ns``, if any."""
-        with Session(self.engine) as s:
+        with Session(self.engine, expire_on_commit=False) as s:
             return s.exec(
                 select(SummaryRow).where(SummaryRow.namespace == _ns_key(ns)).order_by(SummaryRow.version.desc())  # type: ignore[attr-defined]
             ).first()
 
     def summaries(self, ns: Namespace) -> list[SummaryRow]:
         """Every summary version of ``ns``, oldest first."""
-        with Session(self.engine) as s:
+        with Session(self.engine, expire_on_commit=False) as s:
             return list(s.exec(select(SummaryRow).where(SummaryRow.namespace == _ns_key(ns)).order_by(SummaryRow.version)).all())
 
     def compactions(self, ns: Namespace) -> list[CompactionRow]:
         """Every compaction event of ``ns``, oldest first."""
-        with Session(self.engine) as s:
+        with Session(self.engine, expire_on_commit=False) as s:
             return list(s.exec(select(CompactionRow).where(CompactionRow.namespace == _ns_key(ns)).order_by(CompactionRow.id)).all())  # type: ignore[arg-type]
 
 

@@ -28,7 +28,8 @@ def tool_chain(prefix: str, n: int = 1, result: str = "result", name: str = "loo
     """An assistant message with ``n`` tool calls followed by all their results."""
     calls = [call(f"{prefix}-{i}", name, i=i) for i in range(n)]
     msgs: list[dict[str, Any]] = [{"role": "assistant", "content": None, "tool_calls": calls}]
-    msgs += [{"role": "tool", "tool_call_id": c["id"], "content": f"{result} {i}"} for i, c in enumerate(calls)]
+    msgs += [{"role": "tool", "tool_call_id": c["id"], "content": result if n == 1 else f"{result} {i}"}
+             for i, c in enumerate(calls)]
     return msgs
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -49,3 +50,32 @@ def test_cli_rejects_bad_arguments_with_a_message():
     proc = subprocess.run([sys.executable, "-m", "memos", "demo", "--turns", "5"], capture_output=True, text=True)
     assert proc.returncode == 2
     assert "--turns must be at least 40" in proc.stderr
+
+
+def test_every_identifier_of_the_session_is_in_the_context_or_the_facts(tmp_path):
+    from memos import Memory
+    from memos.patterns import find_identifiers
+
+    store = tmp_path / "demo.db"
+    result = run_demo(turns=220, budget=4096, store=store)
+    texts = []
+    for turn in demo_session():
+        texts.append(turn.user)
+        for step in turn.steps:
+            texts.extend(c["function"]["arguments"] for c in step.tool_calls)
+            texts.extend(step.results)
+            texts.append(step.reply or "")
+    idents = {i for t in texts for i in find_identifiers(t)}
+    assert len(idents) > 100 and "ORD-12345" in idents and "1Z999AA10123456784" in idents
+    mem = Memory("demo", user="maya", store=store, budget=4096)
+    context = json.dumps(result.final_context, ensure_ascii=False)
+    facts = mem.facts(include_history=True)
+    findable = context + "\n".join(f.key + "\n" + f.value for f in facts)
+    missing = sorted(i for i in idents if i not in findable and json.dumps(i)[1:-1] not in findable)
+    assert missing == []
+    # the corrected address is the current one; the two before it are history
+    addresses = [f for f in facts if f.key == "address"]
+    assert [f.value for f in addresses if f.status == "current"] == ["42 Rua do Ouro, 1100-060 Lisbon"]
+    assert len([f for f in addresses if f.status == "superseded"]) == 2
+    assert result.identifiers_missing == []
+    mem.close()

@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..extract import message_source
 from ..memory import Memory, PagingEvent
 from ..paging.context import find_orphans
+from ..patterns import find_identifiers
 from .session import CONSTRAINTS, SYSTEM_PROMPT, Turn, demo_session
 
 __all__ = ["DemoResult", "plot_tokens", "run_demo"]
@@ -28,8 +30,10 @@ class DemoResult:
     turns: int
     budget: int
     encoding: str
-    memos_tokens: list[int] = field(default_factory=list)  # prompt tokens per turn (all model calls of the turn)
+    memos_tokens: list[int] = field(default_factory=list)  # prompt tokens of each turn's first model call
     full_tokens: list[int] = field(default_factory=list)
+    memos_total: int = 0  # prompt tokens summed over every model call
+    full_total: int = 0
     max_prompt_tokens: int = 0
     model_calls: int = 0
     demotions: int = 0
@@ -39,12 +43,20 @@ class DemoResult:
     constraints_present: dict[str, bool] = field(default_factory=dict)
     messages_logged: int = 0
     final_context: list[dict[str, Any]] = field(default_factory=list)
+    facts_by_kind: dict[str, int] = field(default_factory=dict)
+    superseded_facts: int = 0
+    identifiers: list[str] = field(default_factory=list)
+    identifiers_missing: list[str] = field(default_factory=list)
+
+    @property
+    def identifiers_preserved(self) -> int:
+        """Identifiers of the session found at the end in the context or the cold tier."""
+        return len(self.identifiers) - len(self.identifiers_missing)
 
     @property
     def ratio(self) -> float:
         """Cumulative prompt tokens with memos as a share of the full history's."""
-        full = sum(self.full_tokens)
-        return sum(self.memos_tokens) / full if full else 0.0
+        return self.memos_total / self.full_total if self.full_total else 0.0
 
 
 def run_demo(
@@ -84,12 +96,14 @@ def run_demo(
         for turn in script:
             current["turn"] = turn.number
             add({"role": "user", "content": turn.user})
-            turn_memos = turn_full = 0
-            for step in turn.steps:
+            for i, step in enumerate(turn.steps):
                 ctx = mem.context()
                 tokens = mem.counter.count_messages(ctx)
-                turn_memos += tokens
-                turn_full += full_tokens + 3
+                result.memos_total += tokens
+                result.full_total += full_tokens + 3
+                if i == 0:
+                    result.memos_tokens.append(tokens)
+                    result.full_tokens.append(full_tokens + 3)
                 result.model_calls += 1
                 result.max_prompt_tokens = max(result.max_prompt_tokens, tokens)
                 result.orphan_prompts += bool(find_orphans(ctx))
@@ -97,8 +111,6 @@ def run_demo(
                 add(step.assistant_message())
                 for tool_msg in step.tool_messages():
                     add(tool_msg)
-            result.memos_tokens.append(turn_memos)
-            result.full_tokens.append(turn_full)
             if on_turn is not None:
                 on_turn(turn.number)
         ctx = mem.context()
@@ -107,8 +119,17 @@ def run_demo(
         stats = mem.stats()
         result.demotions = stats.demotions
         result.soft_compactions = stats.soft_compactions
-        result.messages_logged = len(mem.history())
+        history = mem.history()
+        result.messages_logged = len(history)
         result.final_context = ctx
+        facts = mem.facts(include_history=True)
+        for f in facts:
+            if f.status == "current":
+                result.facts_by_kind[f.kind] = result.facts_by_kind.get(f.kind, 0) + 1
+        result.superseded_facts = sum(1 for f in facts if f.status == "superseded")
+        result.identifiers = list(dict.fromkeys(i for m in history for i in find_identifiers(message_source(m)[0])))
+        findable = text + "\n" + "\n".join(f"{f.key}\n{f.value}" for f in facts)
+        result.identifiers_missing = [i for i in result.identifiers if i not in findable]
     finally:
         mem.close()
     return result
@@ -128,8 +149,8 @@ def plot_tokens(result: DemoResult, path: str | Path) -> Path:
     ax.plot(xs, result.full_tokens, label="full history", color="#c0392b")
     ax.plot(xs, result.memos_tokens, label=f"memos (budget {result.budget})", color="#2471a3")
     ax.set_xlabel("turn")
-    ax.set_ylabel("prompt tokens per turn (all model calls)")
-    ax.set_title(f"memos demo: {result.turns} turns, {result.ratio:.1%} of the full history's tokens")
+    ax.set_ylabel("prompt tokens (first model call of the turn)")
+    ax.set_title(f"memos demo: {result.turns} turns; cumulative prompt tokens {result.ratio:.1%} of the full history's")
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()

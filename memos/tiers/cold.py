@@ -231,7 +231,7 @@ class ColdTier:
     ) -> list[FactChange]:
         """Apply invalidations, then candidates, in one transaction (``session``'s, if given)."""
         if session is None:
-            with Session(self.engine) as s:
+            with Session(self.engine, expire_on_commit=False) as s:
                 changes = self.apply(candidates, invalidations, session=s)
                 s.commit()
                 return changes
@@ -305,7 +305,7 @@ class ColdTier:
 
     def invalidate(self, fact_id: int) -> Fact:
         """Close a current fact as revoked by the user."""
-        with Session(self.engine) as s:
+        with Session(self.engine, expire_on_commit=False) as s:
             row = self._get(s, fact_id)
             if row.status == "current":
                 row.status = "invalidated"
@@ -318,7 +318,7 @@ class ColdTier:
 
     def set_pinned(self, fact_id: int, pinned: bool) -> Fact:
         """Pin or unpin a fact (pinned facts appear in every context while current)."""
-        with Session(self.engine) as s:
+        with Session(self.engine, expire_on_commit=False) as s:
             row = self._get(s, fact_id)
             row.pinned = pinned
             s.add(row)
@@ -333,7 +333,7 @@ class ColdTier:
         Messages up to ``through_seq`` (default: the newest source of the deleted rows)
         do not bring the fact back when they are read again.
         """
-        with Session(self.engine) as s:
+        with Session(self.engine, expire_on_commit=False) as s:
             row = self._get(s, fact_id)
             chain = self._chain(s, row)
             upto = max(r.source_seq for r in chain) if through_seq is None else through_seq
@@ -359,7 +359,7 @@ class ColdTier:
 
     def facts(self, kind: str | None = None, *, include_history: bool = False, pinned: bool | None = None) -> list[Fact]:
         """Facts of this namespace, oldest first; current ones only unless ``include_history``."""
-        with Session(self.engine) as s:
+        with Session(self.engine, expire_on_commit=False) as s:
             q = select(Fact).where(Fact.namespace == self.namespace)
             if kind is not None:
                 q = q.where(Fact.kind == kind)
@@ -371,16 +371,15 @@ class ColdTier:
 
     def history(self, fact_id: int) -> list[Fact]:
         """The rows of the key a fact belongs to, oldest first (for a single-valued key, its chain)."""
-        with Session(self.engine) as s:
+        with Session(self.engine, expire_on_commit=False) as s:
             return self._chain(s, self._get(s, fact_id))
 
     def search(self, query: str, limit: int = 10, *, kinds: Sequence[str] | None = None) -> list[Fact]:
         """Current facts matching ``query``, best first (FTS5 bm25 on SQLite, else word LIKE)."""
-        terms = sorted({t for t in _WORD.findall(query) if len(t) >= 3 and t.lower() not in _STOP},
-                       key=len, reverse=True)[:16]
+        terms = _search_terms(query)
         if not terms:
             return []
-        with Session(self.engine) as s:
+        with Session(self.engine, expire_on_commit=False) as s:
             ids: list[int] = []
             if self.fts:
                 match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
@@ -406,7 +405,7 @@ class ColdTier:
         """Whether a value was ever a fact here (any status, or forgotten)."""
         if self._known is None:
             idx = _Index()
-            with Session(self.engine) as s:
+            with Session(self.engine, expire_on_commit=False) as s:
                 idx.values.update(normalize(v) for v in s.exec(select(Fact.value).where(Fact.namespace == self.namespace)).all())
                 self._forgotten = set(s.exec(select(ForgetRecord.value_sha256).where(ForgetRecord.namespace == self.namespace)).all())
             self._known = idx
@@ -415,7 +414,7 @@ class ColdTier:
 
     def forgotten(self) -> list[ForgetRecord]:
         """The deletions recorded for this namespace."""
-        with Session(self.engine) as s:
+        with Session(self.engine, expire_on_commit=False) as s:
             return list(s.exec(select(ForgetRecord).where(ForgetRecord.namespace == self.namespace)).all())
 
     # -- helpers -------------------------------------------------------------------
@@ -448,6 +447,18 @@ class ColdTier:
             text("INSERT INTO memos_fact_fts(rowid, namespace, key, value) VALUES (:id, :ns, :k, :v)"),
             params={"id": fact.id, "ns": self.namespace, "k": fact.key, "v": fact.value},
         )
+
+
+def _search_terms(query: str, limit: int = 24) -> list[str]:
+    """Search terms of at least three characters (the trigram tokenizer's unit): words
+    that are not stop words, and every three-character window of a Chinese run."""
+    terms: set[str] = set()
+    for w in _WORD.findall(query):
+        if any("\u4e00" <= ch <= "\u9fff" for ch in w):
+            terms.update(w[i : i + 3] for i in range(len(w) - 2))
+        elif len(w) >= 3 and w.lower() not in _STOP:
+            terms.add(w.strip(".-") if len(w.strip(".-")) >= 3 else w)
+    return sorted(terms, key=len, reverse=True)[:limit]
 
 
 def _ensure_fts(engine: Engine) -> bool:

@@ -1,0 +1,171 @@
+"""The cold tier on real SQLite files: supersession, NOOP, invalidation, forget, isolation, search."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memos import Memory
+from memos.tiers.cold import ColdTier, Fact, FactCandidate, FactOp, decide
+from memos.store import Store
+from tests.conftest import assistant, tool_chain, user
+
+ADDRESSES = ["12 Baker Street, London NW1 6XE", "14 Rua Augusta, 1100-053 Lisbon", "42 Rua do Ouro, 1100-060 Lisbon"]
+
+
+def cand(value: str, seq: int, **kw) -> FactCandidate:
+    return FactCandidate(kw.pop("kind", "identifier"), kw.pop("key", "address"), value, (f"m{seq}",), seq,
+                         single=kw.pop("single", True), **kw)
+
+
+def test_three_successive_addresses_leave_one_current_and_two_historical(store):
+    mem = Memory("s", store=store, budget=4000)
+    mem.add(user(f"Please ship my order to {ADDRESSES[0]}."))
+    mem.add(user(f"Change of plan, ship it to {ADDRESSES[1]} instead."))
+    mem.add(user(f"Sorry, the address was wrong. Use {ADDRESSES[2]}."))
+    current = [f for f in mem.facts("identifier") if f.key == "address"]
+    assert [f.value for f in current] == [ADDRESSES[2]]
+    chain = mem.cold.history(current[0].id)
+    assert [f.value for f in chain] == ADDRESSES
+    assert [f.status for f in chain] == ["superseded", "superseded", "current"]
+    assert chain[0].superseded_by == chain[1].id and chain[1].superseded_by == chain[2].id
+    assert chain[0].valid_to is not None and chain[1].valid_to is not None and chain[2].valid_to is None
+    # the context presents only the current address
+    text = json.dumps(mem.context(), ensure_ascii=False)
+    assert ADDRESSES[2] in text and f"address: {ADDRESSES[0]}" not in text and f"address: {ADDRESSES[1]}" not in text
+    mem.close()
+    reopened = Memory("s", store=store, budget=4000)
+    assert [f.value for f in reopened.facts("identifier") if f.key == "address"] == [ADDRESSES[2]]
+    reopened.close()
+
+
+def test_an_older_value_arriving_late_is_stored_as_history_not_as_current(tmp_path):
+    cold = ColdTier(Store(tmp_path / "c.db").engine, "u/a/s")
+    cold.apply([cand(ADDRESSES[2], seq=30)])
+    (late,) = cold.apply([cand(ADDRESSES[1], seq=10)])
+    assert late.op is FactOp.ADD and late.fact.status == "superseded"
+    assert [f.value for f in cold.facts()] == [ADDRESSES[2]]
+    assert len(cold.facts(include_history=True)) == 2
+
+
+def test_noop_for_a_known_value_adds_no_row(tmp_path):
+    cold = ColdTier(Store(tmp_path / "c.db").engine, "u/a/s")
+    first = cold.apply([FactCandidate("preference", "tea", "I prefer green tea.", ("m1",), 1)])
+    again = cold.apply([FactCandidate("preference", "tea", "i prefer green tea", ("m9",), 9)])
+    assert first[0].op is FactOp.ADD and again[0].op is FactOp.NOOP
+    assert again[0].fact.id == first[0].fact.id
+    assert len(cold.facts(include_history=True)) == 1
+    once = cold.apply([FactCandidate("identifier", "ORD-1", "ORD-1 first mention", once=True),
+                       FactCandidate("identifier", "ORD-1", "ORD-1 mentioned again", once=True)])
+    assert [c.op for c in once] == [FactOp.ADD, FactOp.NOOP]
+
+
+def test_decide_is_a_pure_rule():
+    row = Fact.model_validate({"namespace": "n", "kind": "identifier", "key": "address", "value": "A", "source_seq": 5, "id": 1})
+    assert decide(cand("a.", 6), [row])[0] is FactOp.NOOP
+    assert decide(cand("B", 6), [row]) == (FactOp.UPDATE, row)
+    assert decide(cand("B", 4), [row]) == (FactOp.ADD, row)
+    assert decide(cand("B", 6, single=False), [row]) == (FactOp.ADD, None)
+    assert decide(cand("B", 6), []) == (FactOp.ADD, None)
+    with pytest.raises(ValueError, match="unknown fact kind"):
+        FactCandidate("opinion", "k", "v")
+
+
+def test_user_revocation_invalidates_the_matching_preference(make_memory):
+    mem = make_memory(budget=4000)
+    mem.add(user("I don't eat spicy food."))
+    mem.add(user("I prefer window seats on flights."))
+    assert len(mem.facts("preference")) == 2
+    mem.add(user("Good news: spicy food is fine for me now, the no spicy food rule no longer applies."))
+    prefs = mem.facts("preference")
+    assert [f.value for f in prefs] == ["I prefer window seats on flights."]
+    revoked = [f for f in mem.facts(include_history=True) if f.status == "invalidated"]
+    assert [f.value for f in revoked] == ["I don't eat spicy food."]
+    pinned = [m for m in mem.context() if "[memory: pinned]" in str(m.get("content"))][0]["content"]
+    assert "spicy" not in pinned and "window seats" in pinned
+
+
+def test_invalidate_and_forget_by_id(make_memory):
+    mem = make_memory(budget=4000)
+    mem.add(user("My hotel is Chiado Suites."))
+    mem.add(user("My passport number is P-99887766."))
+    found = mem.facts(query="P-99887766")
+    assert {f.key for f in found} == {"P-99887766", "passport number"}
+    records = [mem.forget(f.id, reason="GDPR request") for f in found]
+    assert {(r.kind, r.key, r.reason) for r in records} == {("identifier", "P-99887766", "GDPR request"),
+                                                             ("fact", "passport number", "GDPR request")}
+    assert "P-99887766" not in json.dumps([f.model_dump() for f in mem.facts(include_history=True)])
+    assert {r.fact_id for r in mem.cold.forgotten()} == {f.id for f in found}
+    # the forgotten fact does not come back when its message is read again at demotion
+    mem.cold.apply(mem.extractor.extract(mem.history()).candidates)
+    assert not [f for f in mem.facts(include_history=True) if f.key == "P-99887766"]
+    hotel = mem.facts("fact")[0]
+    assert mem.invalidate(hotel.id).status == "invalidated"
+    assert hotel.id not in [f.id for f in mem.facts()]
+    with pytest.raises(ValueError, match="no fact with id"):
+        mem.forget(10_000)
+
+
+def test_facts_are_isolated_by_namespace(store):
+    ana = Memory("trip", user="ana", store=store, budget=4000)
+    bob = Memory("trip", user="bob", store=store, budget=4000)
+    ana.add(user("My booking reference is BK-1111. I never fly at night."))
+    bob.add(user("My booking reference is BK-2222."))
+    assert {f.key for f in bob.facts()} >= {"BK-2222"}
+    assert "BK-1111" not in json.dumps([f.model_dump() for f in bob.facts(include_history=True)])
+    assert bob.facts(query="BK-1111") == []
+    assert [f.key for f in ana.facts(query="booking BK-1111")][:1] in (["BK-1111"], ["booking reference"])
+    with pytest.raises(ValueError):
+        bob.forget(ana.facts()[0].id)
+    ana.close()
+    bob.close()
+
+
+def test_search_finds_identifiers_and_chinese_text(tmp_path):
+    cold = ColdTier(Store(tmp_path / "c.db").engine, "u/a/s")
+    cold.apply([
+        FactCandidate("identifier", "ORD-12345", "order ORD-12345 ships to Lisbon", once=True),
+        FactCandidate("preference", "辣", "我不吃辣，所有带辣椒的推荐都不要。", pinned=True),
+        FactCandidate("fact", "seat", "window seat"),
+    ])
+    assert cold.search("where is ORD-12345 now")[0].key == "ORD-12345"
+    assert cold.search("推荐辣椒的菜")[0].key == "辣"
+    assert cold.search("the") == []
+
+
+def test_pin_and_unpin_facts_and_text(make_memory):
+    mem = make_memory(budget=4000)
+    fact = mem.pin(text="Reply in British English.")
+    assert fact is not None and fact.pinned and fact.kind == "constraint"
+    pinned = lambda: [m for m in mem.context() if "[memory: pinned]" in str(m.get("content"))]  # noqa: E731
+    assert "Reply in British English." in pinned()[0]["content"]
+    mem.unpin(fact_id=fact.id)
+    assert not pinned()
+    mem.pin(fact_id=fact.id)
+    assert pinned()
+    with pytest.raises(ValueError, match="exactly one of"):
+        mem.pin()
+    with pytest.raises(ValueError, match="exactly one of"):
+        mem.pin("abc", fact_id=1)
+
+
+@pytest.mark.parametrize(
+    "constraint", ["我不吃辣，所有带辣椒的推荐都不要。", "Never schedule meetings on Fridays."]
+)
+def test_constraints_are_pinned_facts_present_after_20_forced_demotions(make_memory, constraint):
+    mem = make_memory(budget=600)
+    mem.add(user(constraint))
+    turn = 0
+    while mem.stats().demotions < 20:
+        mem.add(user(f"Look up record REC-{turn:04d} please, with all the details you have."))
+        mem.add(tool_chain(f"t{turn}", result=json.dumps({"record": f"REC-{turn:04d}", "text": "details " * 40})))
+        mem.add(assistant(f"Record REC-{turn:04d} is ready."))
+        turn += 1
+    fact = next(f for f in mem.facts() if f.value == constraint)
+    assert fact.pinned and fact.kind in ("constraint", "preference")
+    ctx = mem.context()
+    assert mem.counter.count_messages(ctx) <= 600
+    pinned = [m for m in ctx if "[memory: pinned]" in str(m.get("content"))]
+    assert len(pinned) == 1 and constraint in pinned[0]["content"]
+    assert not any(m.get("content") == constraint for m in ctx if m["role"] == "user")  # demoted, held by the fact

@@ -1,0 +1,88 @@
+"""The rule-based fact extractor, message by message."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memos.extract import ADDRESS, RuleExtractor, identifier_facts, message_source
+from memos.messages import Message
+from tests.conftest import assistant, tool_chain, user
+
+
+def msgs(*datas):
+    return [Message(id=f"m{i}", seq=i, data=d, tokens=1) for i, d in enumerate(datas)]
+
+
+def extract(*datas):
+    return RuleExtractor().extract(msgs(*datas))
+
+
+def kinds(extraction):
+    return {(c.kind, c.key if c.kind in ("identifier", "fact", "task_state") else c.value) for c in extraction.candidates}
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("I prefer aisle seats.", "preference"),
+        ("I don't eat pork.", "preference"),
+        ("我喜欢安静的酒店。", "preference"),
+        ("我不吃香菜。", "preference"),
+        ("Never call me after 8pm.", "constraint"),
+        ("预算不超过500元。", "constraint"),
+    ],
+)
+def test_preferences_and_constraints_are_pinned(text, kind):
+    (c,) = [c for c in extract(user(text)).candidates if c.kind in ("preference", "constraint")]
+    assert c.kind == kind and c.pinned and c.value == text and c.source_ids == ("m0",)
+
+
+def test_identifiers_and_addresses_from_a_user_message():
+    found = extract(user("Order ORD-12345 was $114.50 on 2026-05-20; email maya@example.com, ship to 14 Rua Augusta, 1100-053 Lisbon."))
+    keys = {c.key for c in found.candidates if c.kind == "identifier"}
+    assert {"ORD-12345", "$114.50", "2026-05-20", "maya@example.com", "address"} <= keys
+    addr = next(c for c in found.candidates if c.key == "address")
+    assert addr.value == "14 Rua Augusta, 1100-053 Lisbon" and addr.single
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["221B Baker Street, London NW1 6XE", "42 Rua do Ouro, 1100-060 Lisbon", "1600 Pennsylvania Avenue", "12 Elm Road"],
+)
+def test_address_pattern(address):
+    assert ADDRESS.search(f"please use {address}.").group(0).rstrip(".") == address
+
+
+def test_my_x_is_y_is_a_single_valued_fact():
+    (c,) = [c for c in extract(user("My seat number is 14C.")).candidates if c.kind == "fact"]
+    assert (c.key, c.value, c.single) == ("seat number", "14C", True)
+
+
+def test_revocations_are_proposed():
+    found = extract(user("I no longer avoid spicy food."), user("我不再吃素了。"))
+    assert [i.text for i in found.invalidations] == ["I no longer avoid spicy food.", "我不再吃素了。"]
+
+
+def test_tool_chain_gives_task_state_failures_and_json_identifiers():
+    ok = tool_chain("a", result=json.dumps({"order_id": "ORD-9", "tracking": "1Z999", "ship_to": "12 Elm Road, London"}), name="get_order")
+    bad = tool_chain("b", result="Error: payment declined (timeout)", name="pay")
+    found = extract(*ok, *bad)
+    got = kinds(found)
+    assert ("task_state", "last get_order call") in got and ("task_state", "last pay call") in got
+    assert ("identifier", "ORD-9") in got and ("identifier", "1Z999") in got and ("identifier", "address") in got
+    failed = [c for c in found.candidates if c.kind == "failed_attempt"]
+    assert len(failed) == 1 and failed[0].key.startswith("pay(") and "declined" in failed[0].value
+
+
+def test_assistant_decisions():
+    found = extract(assistant("I booked the Chiado hotel, reference BK-77812."), assistant("Let me think."))
+    decisions = [c.value for c in found.candidates if c.kind == "decision"]
+    assert decisions == ["I booked the Chiado hotel, reference BK-77812."]
+
+
+def test_identifier_safety_net_adds_only_what_is_missing():
+    sources = [message_source(m) for m in msgs(user("Codes: ORD-1111, ORD-2222 and ORD-3333."))]
+    out = identifier_facts(sources, covered="summary mentions ORD-1111", known="ORD-2222\nsome value")
+    assert [c.key for c in out] == ["ORD-3333"] and out[0].once and "ORD-3333" in out[0].value
