@@ -29,6 +29,20 @@ class MemosSettings:
     summary_share: float = 0.15
     # Share of the budget the relevant (not pinned) facts may take.
     facts_share: float = 0.10
+    # Share of the budget recalled archival items may take.
+    recall_share: float = 0.15
+    # Bring archival items relevant to the latest user message (or query) into the prompt.
+    auto_recall: bool = True
+    # Archival items auto-recall looks at for each prompt.
+    recall_top_k: int = 8
+    # Auto-recall ignores dense matches less similar than this (cosine) to the user message.
+    recall_min_similarity: float = 0.30
+    # Share of the budget above which the agent sees a memory-pressure notice.
+    warning_threshold: float = 0.70
+    # Show that notice at all.
+    pressure_notice: bool = True
+    # Embed archived items on a background thread (add() never waits for the model).
+    background_indexing: bool = True
     # Every Nth demotion rebuilds the summary from the logged originals.
     full_resummary_every: int = 5
     # The newest N units (a turn, or a whole tool chain) always stay hot.
@@ -41,7 +55,8 @@ class MemosSettings:
     def __post_init__(self) -> None:
         if not isinstance(self.budget_tokens, int) or self.budget_tokens < 64:
             raise ValueError(f"budget_tokens must be an int >= 64, got {self.budget_tokens!r}")
-        for name in ("soft_threshold", "hard_threshold", "hot_target", "summary_share", "facts_share"):
+        for name in ("soft_threshold", "hard_threshold", "hot_target", "summary_share", "facts_share", "recall_share",
+                     "warning_threshold"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not 0.0 < value <= 1.0:
                 raise ValueError(f"{name} must be in (0, 1], got {value!r}")
@@ -57,6 +72,8 @@ class MemosSettings:
             raise ValueError("full_resummary_every must be >= 1")
         if self.keep_recent_units < 1:
             raise ValueError("keep_recent_units must be >= 1")
+        if self.recall_top_k < 1:
+            raise ValueError("recall_top_k must be >= 1")
 
     @property
     def soft_tokens(self) -> int:
@@ -82,6 +99,11 @@ class MemosSettings:
     def facts_max_tokens(self) -> int:
         """Largest size of the relevant-facts section, in tokens."""
         return max(32, int(self.budget_tokens * self.facts_share))
+
+    @property
+    def recall_max_tokens(self) -> int:
+        """Largest size of the recalled-memory section, in tokens."""
+        return max(32, int(self.budget_tokens * self.recall_share))
 
     @classmethod
     def from_env(cls, base: MemosSettings | None = None, environ: dict[str, str] | None = None) -> MemosSettings:

@@ -8,18 +8,29 @@ pinned section and the rolling summary; :meth:`Memory.context` assembles the pro
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import os
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from .config import MemosSettings
+from .embeddings import ChromaEmbedder, Embedder, MiniLMEmbedder, load_embedder
 from .errors import BudgetExceeded
 from .extract import FactExtractor, RuleExtractor, identifier_facts, message_source
 from .messages import Message, validate_batch
-from .paging.context import assemble, facts_message, pinned_message, summary_message
+from .paging.context import (
+    assemble,
+    facts_message,
+    pinned_message,
+    pressure_message,
+    recall_message,
+    summary_message,
+)
 from .paging.guards import (
     ConstraintGuard,
     Guard,
@@ -32,10 +43,12 @@ from .paging.guards import (
 )
 from .paging.pager import find_cut_point, find_soft_compactions
 from .store import Demotion, Store, SummaryRow, namespace_key, validate_namespace
+from .tiers.archival import ArchivalTier, ArchiveBackend, ArchiveItem, ChromaBackend, Hit, rrf
 from .tiers.cold import ColdTier, Fact, FactCandidate, FactChange, ForgetRecord, Invalidation
 from .tiers.hot import Unit, group_units, placeholder, render_text, tool_names
 from .tiers.warm import ExtractiveSummarizer, SummaryPlan, Summarizer, fit_summary, prepare_summary
 from .tokens import REPLY_PRIMING, TokenCounter, default_counter
+from .tools_schema import TOOLS, dispatch
 
 __all__ = ["Memory", "MemoryStats", "PagingEvent"]
 
@@ -91,6 +104,12 @@ class Memory:
     ``summarizer`` and ``extractor`` replace the offline ones (which take over again for
     a step where a replacement raises). ``on_event`` is called with a
     :class:`PagingEvent` after each compaction.
+
+    ``archive`` is where archival vectors live: a Chroma path, an ``http://`` Chroma
+    server URL, or an :class:`~memos.tiers.archival.ArchiveBackend` (default:
+    ``MEMOS_CHROMA_URL``, ``MEMOS_CHROMA_PATH``, or a folder beside the SQLite file).
+    ``embedder`` replaces the all-MiniLM-L6-v2 model (any Chroma embedding function
+    works), whose folder is ``embedding_model_dir`` or ``MEMOS_EMBEDDING_MODEL_DIR``.
     """
 
     def __init__(
@@ -107,6 +126,9 @@ class Memory:
         extractor: FactExtractor | None = None,
         counter: TokenCounter | None = None,
         on_event: Callable[[PagingEvent], None] | None = None,
+        archive: str | Path | ArchiveBackend | None = None,
+        embedder: Embedder | Callable[[list[str]], Any] | None = None,
+        embedding_model_dir: str | Path | None = None,
     ) -> None:
         settings = settings if settings is not None else MemosSettings.from_env()
         if budget is not None:
@@ -126,9 +148,20 @@ class Memory:
         self.extractor: FactExtractor = extractor or RuleExtractor()
         self.cold = ColdTier(self.store.engine, namespace_key(self.namespace))
         self.on_event = on_event
+        self._archive_spec = archive
+        self._embedder_spec = embedder
+        self._model_dir = embedding_model_dir
+        # Chroma and the embedding model are opened on first dense use, not here.
+        self.archival = ArchivalTier(self.store.engine, namespace_key(self.namespace), self._make_backend,
+                                     self._make_embedder)
+        self._promoted: list[Hit] = []
         self._render_cache: dict[tuple[str, int, bool], tuple[dict[str, Any], int]] = {}
         self._section_cache: dict[tuple[Any, ...], tuple[dict[str, Any] | None, int]] = {}
         self._load()
+        if settings.background_indexing:
+            self.archival.start_worker()
+        if _unindexed(self.store, namespace_key(self.namespace)):
+            self.archival.schedule()  # reconcile vectors left unwritten by an earlier process
 
     # -- state ---------------------------------------------------------------------
 
@@ -168,6 +201,18 @@ class Memory:
         answered = {m.data.get("tool_call_id") for m in last.messages[1:]}
         return [c for c in last.messages[0].tool_call_ids if c not in answered]
 
+    def _make_backend(self) -> ArchiveBackend:
+        spec = self._archive_spec
+        return spec if isinstance(spec, ArchiveBackend) else _default_backend(self.store, spec)
+
+    def _make_embedder(self) -> Embedder | None:
+        spec = self._embedder_spec
+        if spec is None:
+            return load_embedder(self._model_dir)
+        if isinstance(spec, (MiniLMEmbedder, ChromaEmbedder)):
+            return spec
+        return ChromaEmbedder(spec)
+
     # -- public API ----------------------------------------------------------------
 
     def add(self, messages: Any) -> list[Message]:
@@ -187,6 +232,7 @@ class Memory:
         self._count += len(logged)
         users = [m for m in logged if m.role == "user"]
         if users:
+            self._promoted = []
             self.cold.apply(*self._extract(users))
         self._page(0, None, strict=False)
         return logged
@@ -290,8 +336,122 @@ class Memory:
         """Mark a current fact as revoked; it stays in the history but leaves every context."""
         return self.cold.invalidate(fact_id)
 
+    def archive(self, content: str | None = None, *, message_ids: Sequence[str] | None = None,
+                tags: Sequence[str] = ()) -> str:
+        """Save ``content`` (a note) or logged messages (``message_ids``, verbatim) to the
+        archival tier; returns the archived item's id."""
+        tags = [str(t) for t in tags]
+        now = time.time()
+        if content is not None and message_ids:
+            raise ValueError("give content or message_ids, not both")
+        if content is not None:
+            if not isinstance(content, str) or not content.strip():
+                raise ValueError("content must be a non-empty string")
+            item = ArchiveItem(id=f"note:{uuid.uuid4().hex}", namespace=namespace_key(self.namespace), kind="note",
+                               text=content, roles="assistant", tags=json.dumps(tags), created_at=now,
+                               first_seq=self._next_seq - 1, last_seq=self._next_seq - 1)
+        elif message_ids:
+            wanted = list(dict.fromkeys(str(i) for i in message_ids))
+            found = {m.id: m for m in self.history() if m.id in set(wanted)}
+            missing = [i for i in wanted if i not in found]
+            if missing:
+                raise ValueError(f"unknown message id(s) in this session: {missing}")
+            msgs = sorted(found.values(), key=lambda m: m.seq)
+            item = _archive_item(self.namespace, msgs, "excerpt",
+                                 "excerpt:" + hashlib.sha256("|".join(wanted).encode()).hexdigest()[:32])
+            item.tags = json.dumps(tags)
+        else:
+            raise ValueError("give content or message_ids")
+        with self.store.session() as session:
+            self.archival.stage(session, [item])
+            session.commit()
+        self.archival.schedule()
+        return item.id
+
+    def retrieve(
+        self,
+        query: str,
+        top_k: int = 5,
+        *,
+        since: float | None = None,
+        until: float | None = None,
+        kind: str | None = None,
+        roles: Sequence[str] | None = None,
+        page: int = 1,
+        promote: bool = False,
+    ) -> list[Hit]:
+        """Search archival memory and facts (dense + keyword, fused by reciprocal rank).
+
+        ``since``/``until`` are Unix times, ``kind`` an archive kind or ``'fact'``.
+        With ``promote``, the hits enter the next prompts' recalled-memory section until
+        the next user message.
+        """
+        if not isinstance(query, str) or not query.strip():
+            raise ValueError("query must be a non-empty string")
+        if not 1 <= top_k <= 100:
+            raise ValueError("top_k must be between 1 and 100")
+        if page < 1:
+            raise ValueError("page must be >= 1")
+        offset = (page - 1) * top_k
+        hits: list[Hit] = []
+        if kind != "fact":
+            hits = self.archival.search(query, top_k + offset, since=since, until=until,
+                                        kinds=[kind] if kind else None, roles=roles)
+        facts: list[Hit] = []
+        if kind in (None, "fact") and not roles:
+            facts = [_fact_hit(f) for f in self.cold.search(query, limit=top_k + offset)
+                     if (since is None or f.valid_from >= since) and (until is None or f.valid_from <= until)]
+        by_id = {h.id: h for h in hits + facts}
+        fused = rrf([[h.id for h in hits], [h.id for h in facts]])
+        ranked = [replace(by_id[i], score=fused[i]) for i in sorted(fused, key=lambda i: -fused[i])]
+        result = ranked[offset : offset + top_k]
+        if promote:
+            known = {h.id for h in self._promoted}
+            self._promoted += [h for h in result if h.id not in known]
+        return result
+
+    def tools(self) -> list[dict[str, Any]]:
+        """The memory tools (``archive``, ``retrieve``, ``pin``) as OpenAI function schemas."""
+        return json.loads(json.dumps(TOOLS))
+
+    def handle_tool_call(self, tool_call: Any) -> dict[str, Any]:
+        """Run one memory tool call and return the ``tool`` message to add.
+
+        Accepts the SDK's tool-call objects or their dicts. Whatever is wrong with the
+        call comes back as an error result the model can read, never as an exception.
+        """
+        if hasattr(tool_call, "model_dump") and not isinstance(tool_call, dict):
+            tool_call = tool_call.model_dump()
+        call_id, name, args = "", "", None
+        if isinstance(tool_call, dict):
+            call_id = str(tool_call.get("id") or "")
+            fn = tool_call.get("function")
+            if isinstance(fn, dict):
+                name, args = str(fn.get("name") or ""), fn.get("arguments")
+        if not name:
+            result: dict[str, Any] = {"status": "error", "error": "a tool call needs function.name and function.arguments"}
+        else:
+            try:
+                result = dispatch(self, name, args)
+            except Exception as exc:  # a failure inside memos must not end the agent's turn
+                result = {"status": "error", "error": f"{name} failed: {type(exc).__name__}: {exc}"}
+        return {"role": "tool", "tool_call_id": call_id, "content": json.dumps(result, ensure_ascii=False)}
+
+    def flush(self) -> int:
+        """Write every queued archival vector now (dense search then sees all archived items)."""
+        total = 0
+        while n := self.archival.flush(limit=256):
+            total += n
+        return total
+
+    def reindex(self) -> int:
+        """Rebuild this session's archival vectors from the store; returns how many were written."""
+        return self.archival.reindex()
+
     def close(self) -> None:
-        """Release the store's connections (when this Memory opened the store)."""
+        """Stop the background indexer (queued vectors stay queued for the next open) and
+        release the store's connections (when this Memory opened the store)."""
+        self.archival.stop_worker()
         if self._owns_store:
             self.store.close()
 
@@ -400,7 +560,7 @@ class Memory:
         msg = None
         tokens = 0
         if limit > 40:
-            slots = [f for f in self.cold.facts() if not f.pinned and (f.kind == "fact" or f.key == "address")]
+            slots = self.cold.slots()
             hits = [f for f in self.cold.search(text, limit=20) if not f.pinned] if text else []
             seen: set[int | None] = set()
             used = self.counter.count_message(facts_message(["x"]) or {})
@@ -439,6 +599,48 @@ class Memory:
         self._section_cache[key] = out
         return out
 
+    def _recall_section(self, query: str | None, room: int) -> tuple[dict[str, Any] | None, int]:
+        text = self._relevance_text(query) if self.settings.auto_recall else ""
+        if room <= 40 or (not text and not self._promoted):
+            return None, 0
+        hot_ids = tuple(m.id for m in self._hot)
+        version = self.archival.version
+        key = ("recall", version, self.cold.version, text, tuple(h.id for h in self._promoted),
+               len(hot_ids), hot_ids[-1] if hot_ids else "", room)
+        hit = self._section_cache.get(key)
+        if hit is not None:
+            return hit
+        limit = min(room, self.settings.recall_max_tokens)
+        hits = list(self._promoted)
+        if text and _archived_count(self.store, namespace_key(self.namespace)) > 0:
+            hits += self.archival.search(text, self.settings.recall_top_k, exclude_message_ids=set(hot_ids),
+                                         min_similarity=self.settings.recall_min_similarity)
+        lines: list[str] = []
+        seen: set[str] = set()
+        hot = set(hot_ids)
+        used = self.counter.count_message(recall_message(["x"]) or {})
+        per_item = max(24, limit // 3)
+        for h in hits:
+            if h.id in seen or (h.message_ids and set(h.message_ids) <= hot):
+                continue
+            seen.add(h.id)
+            when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(h.created_at)) if h.created_at > 0 else ""
+            where = f"#{h.first_seq}" if h.first_seq == h.last_seq else f"#{h.first_seq}-#{h.last_seq}"
+            line = f"({h.kind} {h.id}, {where}, {when}) {' '.join(h.text.split())}"
+            if self.counter.count(line) > per_item:
+                line = self.counter.clip(line, per_item, " … ")
+            cost = self.counter.count(line) + 2
+            if used + cost > limit:
+                continue
+            lines.append(line)
+            used += cost
+        msg = recall_message(lines) if limit > 40 else None
+        out = (msg, self.counter.count_message(msg) if msg else 0)
+        if len(self._section_cache) > 128:
+            self._section_cache.clear()
+        self._section_cache[key] = out
+        return out
+
     def _hot_tokens(self) -> int:
         return sum(self._unit_tokens(u) for u in group_units(self._hot))
 
@@ -447,30 +649,41 @@ class Memory:
         _, pinned = self._pinned_section()
         _, facts = self._facts_section(query, rooms.facts)
         _, summary = self._summary_section(rooms.summary)
-        return system + pinned + facts + summary + self._hot_tokens() + extra + REPLY_PRIMING
+        _, recall = self._recall_section(query, _recall_room(rooms))
+        return system + pinned + facts + summary + recall + self._hot_tokens() + extra + REPLY_PRIMING
 
     def _build(self, query_msg: dict[str, Any] | None, query: str | None, rooms: _Rooms) -> list[dict[str, Any]]:
         units = group_units(self._hot)
         names = tool_names(units)
         hot = [d for u in units for d, _ in self._render_unit(u, names)]
+        notice = None
+        if self.settings.pressure_notice:
+            extra = self.counter.count_message(query_msg) if query_msg else 0
+            total = self._total(extra, query, rooms)
+            if total > self.settings.budget_tokens * self.settings.warning_threshold:
+                notice = pressure_message(total / self.settings.budget_tokens)
+                if total + self.counter.count_message(notice) > self.settings.budget_tokens:
+                    notice = None
         out = assemble(
             system=[m.data for m in self._system],
             pinned=self._pinned_section()[0],
             facts=self._facts_section(query, rooms.facts)[0],
             summary=self._summary_section(rooms.summary)[0],
-            recalled=None,
+            recalled=self._recall_section(query, _recall_room(rooms))[0],
             hot=hot,
             query=query_msg,
+            notice=notice,
         )
         return [copy.deepcopy(d) if ("tool_calls" in d or isinstance(d.get("content"), list)) else dict(d) for d in out]
 
     # -- paging --------------------------------------------------------------------
 
     def _page(self, extra: int, query: str | None, *, strict: bool) -> _Rooms:
-        """Compact and demote until the prompt fits; returns the room left to the optional
-        sections (relevant facts, then the summary) when they had to shrink."""
+        """Compact and demote until the prompt fits; returns the room of the optional
+        sections. Recalled memory never causes paging: it fills the room left at the end.
+        When the prompt must shrink, relevant facts give way first, then the summary."""
         s = self.settings
-        rooms = _Rooms()
+        rooms = _Rooms(recall=0)
         total = self._total(extra, query, rooms)
         if total > s.soft_tokens:
             self._soft_compact(total - s.soft_tokens)
@@ -481,30 +694,30 @@ class Memory:
             # context above the soft threshold (so the next turn does not demote again).
             self._demote(max(0, min(s.hot_target_tokens, s.soft_tokens - (total - hot))))
             total = self._total(extra, query, rooms)
-        if total <= s.budget_tokens:
-            return rooms
-        for guard in (self.guard, self._last_resort):
-            self._demote(max(0, s.budget_tokens - (total - self._hot_tokens())), guard)
+        if total > s.budget_tokens:
+            for guard in (self.guard, self._last_resort):
+                self._demote(max(0, s.budget_tokens - (total - self._hot_tokens())), guard)
+                total = self._total(extra, query, rooms)
+                if total <= s.budget_tokens:
+                    break
+        if total > s.budget_tokens:
+            _, facts = self._facts_section(query, None)
+            rooms = _Rooms(recall=0, facts=max(0, facts - (total - s.budget_tokens)))
             total = self._total(extra, query, rooms)
-            if total <= s.budget_tokens:
-                return rooms
-        over = total - s.budget_tokens
-        _, facts = self._facts_section(query, None)
-        rooms = _Rooms(facts=max(0, facts - over), summary=None)
-        total = self._total(extra, query, rooms)
         if total > s.budget_tokens:
             _, summary = self._summary_section(None)
-            rooms = _Rooms(facts=0, summary=max(0, summary - (total - s.budget_tokens)))
+            rooms = _Rooms(recall=0, facts=0, summary=max(0, summary - (total - s.budget_tokens)))
             total = self._total(extra, query, rooms)
-        if total > s.budget_tokens and strict:
-            system = sum(m.tokens for m in self._system)
-            pinned = self._pinned_section()[1]
-            needed = self._total(extra, query, _Rooms(facts=0, summary=0))
-            raise BudgetExceeded(
-                needed, s.budget_tokens,
-                f"system {system}, pinned {pinned}, hot tier that guards keep {self._hot_tokens()}",
-            )
-        return rooms
+        if total > s.budget_tokens:
+            if strict:
+                system = sum(m.tokens for m in self._system)
+                pinned = self._pinned_section()[1]
+                raise BudgetExceeded(
+                    total, s.budget_tokens,
+                    f"system {system}, pinned {pinned}, hot tier that guards keep {self._hot_tokens()}",
+                )
+            return rooms
+        return replace(rooms, recall=None if strict else 0, recall_room=s.budget_tokens - total)
 
     def _soft_compact(self, tokens_to_free: int) -> None:
         units = group_units(self._hot)
@@ -537,12 +750,20 @@ class Memory:
         cands += identifier_facts([message_source(m) for m in hidden if m.id in chosen], "", known)
         self._compacted.update(ids)
         after = self._total(0, None, _Rooms())
+        by_call = {c: u.messages[0] for u in units for c in u.messages[0].tool_call_ids}
+        items = [_archive_item(self.namespace, [by_call[str(m.data.get("tool_call_id"))], m], "tool_result", f"result:{m.id}")
+                 for m in hidden if m.id in chosen and str(m.data.get("tool_call_id")) in by_call]
+
+        def write(session: Any) -> None:
+            self.cold.apply(cands, invs, session=session)
+            self.archival.stage(session, items)
+
         try:
-            self.store.compact(self.namespace, ids, before, after,
-                               also=lambda session: self.cold.apply(cands, invs, session=session))
+            self.store.compact(self.namespace, ids, before, after, also=write)
         except Exception:
             self._load()
             raise
+        self.archival.schedule()
         self._soft += 1
         self._emit(PagingEvent("soft", before, after, len(ids), 0, None, "placeholder",
                                (time.perf_counter() - start) * 1000))
@@ -607,6 +828,7 @@ class Memory:
         cands += identifier_facts(sources, new_text, known)
         moved = sum(len(u.messages) for u in units[: cut.index])
         removed = {m.id for m in self._hot[:moved]}
+        compacted_before = set(self._compacted)
         self._hot = self._hot[moved:]
         self._compacted -= removed
         self._pinned = sorted(self._pinned + pinned, key=lambda m: m.seq)
@@ -615,9 +837,19 @@ class Memory:
             self._summary = SummaryRow(namespace="", version=(old_summary.version + 1 if old_summary else 1), text=text,
                                        tokens=self.counter.count(text), through_seq=through, kind=kind, created_at=0.0)
         changes: list[FactChange] = []
+        # a chain whose results were all archived at soft compaction is covered by those items
+        items = [_archive_item(self.namespace, list(u.messages), "tool_chain" if u.is_tool_chain else "message",
+                               f"unit:{u.messages[0].id}") for u in cut.demote + cut.pin
+                 if not (u.is_tool_chain and all(m.id in compacted_before for m in u.messages[1:]))]
+        if text is not None and old_summary is not None:
+            items.append(ArchiveItem(id=f"summary:{namespace_key(self.namespace)}:v{old_summary.version}",
+                                     namespace=namespace_key(self.namespace), kind="summary", text=old_summary.text,
+                                     first_seq=0, last_seq=old_summary.through_seq, roles="system",
+                                     created_at=old_summary.created_at or time.time()))
 
         def write_facts(session: Any) -> None:
             changes.extend(self.cold.apply(cands, invs, session=session))
+            self.archival.stage(session, items)
 
         after = self._total(0, None, _Rooms())
         try:
@@ -638,6 +870,7 @@ class Memory:
         if row is not None:
             self._summary = row
             self._demotions += 1
+        self.archival.schedule()
         self._render_cache = {k: v for k, v in self._render_cache.items() if k[0] not in removed}
         self._emit(PagingEvent("hard", before, after, len(segment), len(pinned), row.version if row else None,
                                summarizer, (time.perf_counter() - start) * 1000))
@@ -652,8 +885,10 @@ class Memory:
 class _Rooms:
     """Tokens left to the optional sections; None means their own cap."""
 
+    recall: int | None = None
     facts: int | None = None
     summary: int | None = None
+    recall_room: int = 0  # tokens left for recalled memory once everything else is placed
 
 
 def _one_of(**options: Any) -> str:
@@ -661,3 +896,51 @@ def _one_of(**options: Any) -> str:
     if len(given) != 1:
         raise ValueError(f"give exactly one of {', '.join(options)}; got {', '.join(given) or 'none'}")
     return given[0]
+
+
+def _recall_room(rooms: _Rooms) -> int:
+    return rooms.recall_room if rooms.recall is None else min(rooms.recall, rooms.recall_room)
+
+
+def _archive_item(namespace: tuple[str, ...], messages: list[Message], kind: str, item_id: str) -> ArchiveItem:
+    body = "\n".join(f"{m.role}: {render_text(m.data)}" if m.role != "tool" else render_text(m.data) for m in messages)
+    return ArchiveItem(
+        id=item_id,
+        namespace=namespace_key(namespace), kind=kind, text=body,
+        message_ids=json.dumps([m.id for m in messages]), first_seq=messages[0].seq, last_seq=messages[-1].seq,
+        roles=",".join(dict.fromkeys(m.role for m in messages)), created_at=max(m.created_at for m in messages),
+    )
+
+
+def _fact_hit(f: Fact) -> Hit:
+    return Hit(id=f"fact:{f.id}", kind="fact", text=f.line(), score=0.0, message_ids=tuple(f.sources),
+               first_seq=f.source_seq, last_seq=f.source_seq, roles=(), created_at=f.valid_from, source="fact")
+
+
+def _default_backend(store: Store, spec: str | Path | None) -> ArchiveBackend:
+    target = str(spec) if spec is not None else os.environ.get("MEMOS_CHROMA_URL") or os.environ.get("MEMOS_CHROMA_PATH")
+    if target:
+        if target.startswith(("http://", "https://")):
+            return ChromaBackend.http(target)
+        return ChromaBackend.persistent(target)
+    url = store.engine.url
+    if url.get_backend_name() == "sqlite":
+        if not url.database or url.database == ":memory:":
+            return ChromaBackend.ephemeral()
+        return ChromaBackend.persistent(str(url.database) + ".chroma")
+    return ChromaBackend.persistent("memos.chroma")
+
+
+def _unindexed(store: Store, ns: str) -> int:
+    from sqlmodel import func, select
+
+    with store.session() as s:
+        return int(s.exec(select(func.count()).select_from(ArchiveItem).where(
+            ArchiveItem.namespace == ns, ArchiveItem.indexed == False)).one())  # noqa: E712
+
+
+def _archived_count(store: Store, ns: str) -> int:
+    from sqlmodel import func, select
+
+    with store.session() as s:
+        return int(s.exec(select(func.count()).select_from(ArchiveItem).where(ArchiveItem.namespace == ns)).one())

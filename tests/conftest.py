@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,9 @@ import pytest
 from memos import Memory
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
+MODEL_DIR = SHARED / "models" / "all-MiniLM-L6-v2" / "onnx"
+# The real ONNX model from ../shared (no network here); tests never download anything.
+os.environ.setdefault("MEMOS_EMBEDDING_MODEL_DIR", str(MODEL_DIR))
 
 
 def user(text: str) -> dict[str, Any]:

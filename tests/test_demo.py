@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from memos.cli import main
 from memos.demo import CONSTRAINTS, IDENTIFIERS, demo_session, run_demo
 
@@ -24,8 +26,14 @@ def test_the_session_is_long_and_has_what_the_demo_needs():
     assert "ORD-12345" in late
 
 
-def test_replay_stays_in_budget_with_no_orphans_and_every_constraint(tmp_path):
-    result = run_demo(turns=220, budget=4096, store=tmp_path / "demo.db")
+@pytest.fixture(scope="module")
+def replay(tmp_path_factory):
+    store = tmp_path_factory.mktemp("demo") / "demo.db"
+    return store, run_demo(turns=220, budget=4096, store=store)
+
+
+def test_replay_stays_in_budget_with_no_orphans_and_every_constraint(replay):
+    _, result = replay
     assert result.orphan_prompts == 0
     assert result.over_budget_prompts == 0 and result.max_prompt_tokens <= 4096
     assert all(result.constraints_present.values()), result.constraints_present
@@ -52,12 +60,11 @@ def test_cli_rejects_bad_arguments_with_a_message():
     assert "--turns must be at least 40" in proc.stderr
 
 
-def test_every_identifier_of_the_session_is_in_the_context_or_the_facts(tmp_path):
+def test_every_identifier_of_the_session_is_in_the_context_or_the_facts(replay):
     from memos import Memory
     from memos.patterns import find_identifiers
 
-    store = tmp_path / "demo.db"
-    result = run_demo(turns=220, budget=4096, store=store)
+    store, result = replay
     texts = []
     for turn in demo_session():
         texts.append(turn.user)

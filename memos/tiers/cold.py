@@ -369,6 +369,13 @@ class ColdTier:
                 q = q.where(Fact.pinned == pinned)
             return list(s.exec(q.order_by(col(Fact.source_seq), col(Fact.id))).all())
 
+    def slots(self) -> list[Fact]:
+        """Current, unpinned values of single-valued keys (an address, "my X is Y")."""
+        with Session(self.engine, expire_on_commit=False) as s:
+            q = select(Fact).where(Fact.namespace == self.namespace, Fact.status == "current", Fact.pinned == False,  # noqa: E712
+                                   (Fact.kind == "fact") | (Fact.key == "address"))
+            return list(s.exec(q.order_by(col(Fact.source_seq), col(Fact.id))).all())
+
     def history(self, fact_id: int) -> list[Fact]:
         """The rows of the key a fact belongs to, oldest first (for a single-valued key, its chain)."""
         with Session(self.engine, expire_on_commit=False) as s:

@@ -1,0 +1,152 @@
+"""Dense embeddings: all-MiniLM-L6-v2 through ONNX Runtime and ``tokenizers``.
+
+The same model as Chroma's default embedding function, computed the way
+sentence-transformers does (attention-masked mean pooling, then L2 normalisation), but
+padding each batch only to its longest text instead of to 256 tokens, which is many
+times faster on short texts.
+
+The model directory is, in order: the ``model_dir`` argument, ``MEMOS_EMBEDDING_MODEL_DIR``,
+or Chroma's own cache (``~/.cache/chroma/onnx_models/all-MiniLM-L6-v2/onnx``), where
+Chroma's usual download puts it on first use. :func:`load_embedder` returns ``None``
+(after one clear warning) when the model cannot be loaded, so callers can run
+keyword-only. Any Chroma embedding function can be used instead via :class:`ChromaEmbedder`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+__all__ = ["ChromaEmbedder", "Embedder", "MiniLMEmbedder", "load_embedder", "resolve_model_dir"]
+
+MAX_TOKENS = 256  # all-MiniLM-L6-v2's max_seq_length in sentence-transformers
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into L2-normalised vectors, one row per text."""
+
+    name: str
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        """A float32 array of shape (len(texts), dim)."""
+        ...
+
+
+def _chroma_cache_dir() -> Path:
+    return Path.home() / ".cache" / "chroma" / "onnx_models" / "all-MiniLM-L6-v2" / "onnx"
+
+
+def resolve_model_dir(model_dir: str | Path | None = None, *, download: bool = True) -> Path:
+    """The folder holding ``model.onnx`` and ``tokenizer.json``.
+
+    Raises ``FileNotFoundError`` naming where it looked when no model is there (and,
+    with no folder configured, Chroma's download did not bring one).
+    """
+    configured = model_dir or os.environ.get("MEMOS_EMBEDDING_MODEL_DIR")
+    if configured:
+        base = Path(configured).expanduser()
+        for cand in (base, base / "onnx"):
+            if (cand / "model.onnx").is_file() and (cand / "tokenizer.json").is_file():
+                return cand
+        raise FileNotFoundError(f"no model.onnx and tokenizer.json in {base} (or {base / 'onnx'})")
+    cache = _chroma_cache_dir()
+    if not (cache / "model.onnx").is_file() and download:
+        from chromadb.utils.embedding_functions.onnx_mini_lm_l6_v2 import ONNXMiniLM_L6_V2
+
+        ONNXMiniLM_L6_V2()._download_model_if_not_exists()  # Chroma's own download and checksum
+    if (cache / "model.onnx").is_file():
+        return cache
+    raise FileNotFoundError(f"no all-MiniLM-L6-v2 model in {cache}; set MEMOS_EMBEDDING_MODEL_DIR")
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 on ONNX Runtime, batched with per-batch padding."""
+
+    name = "all-MiniLM-L6-v2"
+    dim = 384
+
+    def __init__(self, model_dir: str | Path | None = None, *, batch_size: int = 64, threads: int | None = None) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        self.model_dir = resolve_model_dir(model_dir)
+        self.batch_size = batch_size
+        tok = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
+        tok.enable_truncation(max_length=MAX_TOKENS)
+        tok.enable_padding(pad_id=0, pad_token="[PAD]")  # to the longest text of each batch
+        self._tokenizer = tok
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
+        opts.inter_op_num_threads = 1
+        opts.log_severity_level = 3
+        self._session = ort.InferenceSession(str(self.model_dir / "model.onnx"), opts, providers=["CPUExecutionProvider"])
+        self._inputs = {i.name for i in self._session.get_inputs()}
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        """Embeddings of ``texts`` (float32, L2-normalised, shape (n, 384))."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            out[idx] = self._embed_batch([texts[i] or " " for i in idx])
+        return out
+
+    def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        enc = self._tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in enc], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
+        feeds: dict[str, Any] = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        hidden = self._session.run(None, feeds)[0]  # InferenceSession.run is thread-safe
+        m = mask[..., None].astype(np.float32)
+        pooled = (hidden * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+
+
+class ChromaEmbedder:
+    """Any Chroma embedding function (OpenAI, sentence-transformers, ...) as an :class:`Embedder`."""
+
+    def __init__(self, fn: Callable[[list[str]], Any], name: str | None = None) -> None:
+        self.fn = fn
+        self.name = name or type(fn).__name__
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        """Embeddings from the wrapped function, L2-normalised."""
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        arr = np.asarray(self.fn(list(texts)), dtype=np.float32)
+        norms = np.linalg.norm(arr, axis=1, keepdims=True)
+        return arr / np.clip(norms, 1e-12, None)
+
+
+_CACHE: dict[str, Embedder | None] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def load_embedder(model_dir: str | Path | None = None) -> Embedder | None:
+    """A shared :class:`MiniLMEmbedder` for ``model_dir``, or None when the model cannot be
+    loaded; the reason is warned about once per folder and memos runs keyword-only."""
+    key = str(model_dir or os.environ.get("MEMOS_EMBEDDING_MODEL_DIR") or "<chroma cache>")
+    with _CACHE_LOCK:
+        if key not in _CACHE:
+            try:
+                _CACHE[key] = MiniLMEmbedder(model_dir)
+            except Exception as exc:  # no model, no network, broken file: keyword-only from here
+                warnings.warn(
+                    f"memos: the embedding model could not be loaded ({exc}); archival search runs keyword-only",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+                _CACHE[key] = None
+        return _CACHE[key]

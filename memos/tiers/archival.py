@@ -1,0 +1,492 @@
+"""The archival tier: everything that left the prompt, searchable by meaning and by keyword.
+
+An :class:`ArchiveItem` row (SQLite, the source of truth) holds each archived piece: a
+demoted unit (one message, or a whole tool chain), a superseded summary, a tool result
+hidden behind a placeholder, or a note the agent archived. Rows are written in the
+caller's transaction with ``indexed=False`` and an FTS5 entry (BM25 keyword search);
+:meth:`ArchivalTier.flush` then embeds them and upserts the vectors into Chroma, by id,
+so a repeated flush is harmless. Rows still unindexed after a crash or a Chroma outage
+are found and flushed again (an outbox). The flush can run on a background worker, so
+that embedding never holds up the caller: keyword search sees an item at once, dense
+search once its vector is written. :meth:`ArchivalTier.reindex` rebuilds the
+namespace's vectors from the rows.
+
+Search fuses the dense and keyword rankings by reciprocal rank (:func:`rrf`), filtered
+by namespace, time range, kind and role.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from sqlalchemy import text
+from sqlalchemy.engine import Engine
+from sqlmodel import Field, Session, SQLModel, col, func, select
+
+from ..embeddings import Embedder
+
+__all__ = [
+    "ARCHIVE_KINDS",
+    "ArchivalTier",
+    "ArchiveBackend",
+    "ArchiveItem",
+    "ChromaBackend",
+    "Hit",
+    "rrf",
+]
+
+ARCHIVE_KINDS = ("message", "tool_chain", "summary", "tool_result", "note", "excerpt")
+RRF_K = 60
+_COLLECTION = "memos_archive"
+
+
+class ArchiveItem(SQLModel, table=True):
+    """One archived piece of a session."""
+
+    __tablename__ = "memos_archive"
+
+    id: str = Field(primary_key=True)
+    namespace: str = Field(index=True)
+    kind: str
+    text: str
+    message_ids: str = "[]"  # JSON list
+    first_seq: int = -1
+    last_seq: int = -1
+    roles: str = ""  # comma-separated roles of the source messages
+    tags: str = "[]"  # JSON list
+    created_at: float  # time of the newest source message
+    archived_at: float = Field(default_factory=time.time)
+    indexed: bool = Field(default=False, index=True)  # vector written to the archive backend
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result: an archived item or a fact, with where it came from."""
+
+    id: str
+    kind: str
+    text: str
+    score: float
+    message_ids: tuple[str, ...]
+    first_seq: int
+    last_seq: int
+    roles: tuple[str, ...]
+    created_at: float
+    source: str  # 'archive' or 'fact'
+
+    def to_dict(self, preview_chars: int | None = None) -> dict[str, Any]:
+        """The hit as plain JSON-able data (text cut to ``preview_chars`` if given)."""
+        body = self.text if preview_chars is None or len(self.text) <= preview_chars else self.text[:preview_chars] + "…"
+        return {
+            "id": self.id, "kind": self.kind, "text": body, "score": round(self.score, 4),
+            "message_ids": list(self.message_ids), "seq": [self.first_seq, self.last_seq],
+            "roles": list(self.roles), "time": _iso(self.created_at), "source": self.source,
+        }
+
+
+def _iso(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts)) if ts > 0 else ""
+
+
+@runtime_checkable
+class ArchiveBackend(Protocol):
+    """Where vectors live: ``upsert`` by id, ``query`` by vector, ``delete`` by ids or filter."""
+
+    def upsert(self, ids: list[str], embeddings: Any, documents: list[str], metadatas: list[dict[str, Any]]) -> None:
+        """Insert or replace vectors by id."""
+        ...
+
+    def query(self, embedding: Any, n: int, where: dict[str, Any]) -> list[tuple[str, float]]:
+        """The ``n`` nearest ids with their distances, among vectors matching ``where``."""
+        ...
+
+    def delete(self, where: dict[str, Any]) -> None:
+        """Delete the vectors matching ``where``."""
+        ...
+
+    def count(self) -> int:
+        """Number of vectors held."""
+        ...
+
+
+class ChromaBackend:
+    """A Chroma collection (cosine space), on disk, in memory, or on a Chroma server."""
+
+    def __init__(self, client: Any, collection: str = _COLLECTION) -> None:
+        self.client = client
+        self.collection = client.get_or_create_collection(
+            collection, embedding_function=None, configuration={"hnsw": {"space": "cosine"}}
+        )
+
+    @classmethod
+    def persistent(cls, path: str | Path) -> ChromaBackend:
+        """Chroma's embedded client storing under ``path`` (telemetry off)."""
+        import chromadb
+        from chromadb.config import Settings
+
+        return cls(chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False)))
+
+    @classmethod
+    def ephemeral(cls) -> ChromaBackend:
+        """An in-memory Chroma (lost when the process ends; for in-memory stores and tests)."""
+        import chromadb
+        from chromadb.config import Settings
+
+        return cls(chromadb.EphemeralClient(settings=Settings(anonymized_telemetry=False)))
+
+    @classmethod
+    def http(cls, url: str) -> ChromaBackend:
+        """A Chroma server, e.g. ``http://127.0.0.1:8000`` (started with ``chroma run``)."""
+        import chromadb
+        from chromadb.config import Settings
+
+        m = re.match(r"^(https?)://([^:/]+)(?::(\d+))?", url)
+        if not m:
+            raise ValueError(f"not a Chroma server URL: {url!r}")
+        ssl = m.group(1) == "https"
+        port = int(m.group(3) or (443 if ssl else 8000))
+        return cls(chromadb.HttpClient(host=m.group(2), port=port, ssl=ssl, settings=Settings(anonymized_telemetry=False)))
+
+    def upsert(self, ids: list[str], embeddings: Any, documents: list[str], metadatas: list[dict[str, Any]]) -> None:
+        """Insert or replace vectors by id."""
+        self.collection.upsert(ids=ids, embeddings=embeddings, documents=documents, metadatas=metadatas)  # type: ignore[arg-type]
+
+    def query(self, embedding: Any, n: int, where: dict[str, Any]) -> list[tuple[str, float]]:
+        """The ``n`` nearest ids with their cosine distances."""
+        res = self.collection.query(query_embeddings=[embedding], n_results=n, where=where, include=["distances"])  # type: ignore[arg-type]
+        ids = res["ids"][0] if res["ids"] else []
+        dists = (res.get("distances") or [[]])[0] or [0.0] * len(ids)
+        return list(zip(ids, (float(d) for d in dists)))
+
+    def delete(self, where: dict[str, Any]) -> None:
+        """Delete the vectors matching ``where``."""
+        self.collection.delete(where=where)  # type: ignore[arg-type]
+
+    def count(self) -> int:
+        """Number of vectors in the collection."""
+        return int(self.collection.count())
+
+
+def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> dict[str, float]:
+    """Reciprocal rank fusion: each id scores the sum of 1 / (k + rank) over the rankings."""
+    scores: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, item in enumerate(ranking, start=1):
+            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
+    return scores
+
+
+_FTS_WORD = re.compile(r"[\w$€£¥-]+", re.UNICODE)
+_STOP = {
+    "the", "and", "for", "that", "this", "with", "you", "your", "are", "was", "were", "what", "when", "where",
+    "which", "who", "why", "how", "did", "does", "has", "have", "had", "from", "about", "into", "there", "their",
+    "they", "them", "she", "her", "his", "him", "its", "our", "can", "could", "would", "should", "will", "not",
+    "but", "all", "any", "some", "just", "also", "more", "than", "then", "been", "being", "after", "before",
+}
+
+
+def _fts_query(query: str) -> str:
+    terms = []
+    for w in _FTS_WORD.findall(query.lower()):
+        w = w.strip("-")
+        if len(w) >= 2 and w not in _STOP and w not in terms:
+            terms.append(w)
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms[:32])
+
+
+class ArchivalTier:
+    """The archived items of one namespace, with hybrid search."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        namespace: str,
+        backend: ArchiveBackend | Callable[[], ArchiveBackend | None] | None,
+        embedder: Embedder | Callable[[], Embedder | None] | None,
+    ) -> None:
+        """``backend`` and ``embedder`` may be given as zero-argument factories: they are
+        then called on first dense use (opening Chroma and loading a model take time)."""
+        self.engine = engine
+        self.namespace = namespace
+        self._backend_spec = backend
+        self._embedder_spec = embedder
+        self._resolved = False
+        self.backend: ArchiveBackend | None = None
+        self.embedder: Embedder | None = None
+        self.fts = engine.dialect.name == "sqlite" and _ensure_fts(engine)
+        self.version = 0
+        self._warned = False
+        self._lock = threading.RLock()
+        self._query_vectors: dict[str, Any] = {}
+        self._worker: threading.Thread | None = None
+        self._wake = threading.Event()
+        self._stopping = False
+
+    def _resolve(self) -> None:
+        if self._resolved:
+            return
+        self._resolved = True
+        b, e = self._backend_spec, self._embedder_spec
+        try:
+            self.backend = b() if callable(b) and not isinstance(b, ArchiveBackend) else b  # type: ignore[assignment]
+        except Exception as exc:
+            warnings.warn(f"memos: the archive backend could not be opened ({exc}); archival search runs keyword-only",
+                          RuntimeWarning, stacklevel=3)
+            self.backend = None
+        self.embedder = e() if callable(e) and not isinstance(e, Embedder) else e  # type: ignore[assignment]
+
+    @property
+    def dense(self) -> bool:
+        """Whether dense search is available (a model and a vector backend)."""
+        self._resolve()
+        return self.backend is not None and self.embedder is not None
+
+    # -- writes --------------------------------------------------------------------
+
+    def stage(self, session: Session, items: Iterable[ArchiveItem]) -> int:
+        """Write items (and their keyword index) in the caller's transaction, unindexed."""
+        n = 0
+        for item in items:
+            existing = session.get(ArchiveItem, item.id)
+            if existing is not None:
+                continue
+            session.add(item)
+            if self.fts:
+                session.exec(  # type: ignore[call-overload]
+                    text("INSERT INTO memos_archive_fts(namespace, item_id, text) VALUES (:ns, :id, :t)"),
+                    params={"ns": item.namespace, "id": item.id, "t": item.text},
+                )
+            n += 1
+        if n:
+            self.version += 1
+        return n
+
+    def flush(self, limit: int | None = None) -> int:
+        """Embed unindexed items and write their vectors; returns how many were written.
+
+        Failures are warned about once and leave the items queued for the next flush.
+        """
+        if not self.dense:
+            return 0
+        with self._lock, Session(self.engine, expire_on_commit=False) as s:  # one flush at a time
+            q = select(ArchiveItem).where(ArchiveItem.namespace == self.namespace, ArchiveItem.indexed == False)  # noqa: E712
+            rows = list(s.exec(q.order_by(col(ArchiveItem.archived_at)).limit(limit)).all() if limit else s.exec(q).all())
+            if not rows:
+                return 0
+            try:
+                vecs = self.embedder([r.text for r in rows])  # type: ignore[misc]
+                self.backend.upsert(  # type: ignore[union-attr]
+                    ids=[r.id for r in rows], embeddings=vecs, documents=[r.text for r in rows],
+                    metadatas=[_metadata(r) for r in rows],
+                )
+            except Exception as exc:
+                if not self._warned:
+                    warnings.warn(f"memos: archival vectors could not be written ({exc}); they stay queued",
+                                  RuntimeWarning, stacklevel=2)
+                    self._warned = True
+                return 0
+            for r in rows:
+                r.indexed = True
+                s.add(r)
+            s.commit()
+            self.version += 1
+            return len(rows)
+
+    def schedule(self) -> None:
+        """Flush soon: on the background worker when one runs, else now."""
+        if self._worker is None:
+            self.flush()
+            return
+        self._wake.set()
+
+    def start_worker(self) -> None:
+        """Embed queued items on a background thread from now on (see :meth:`schedule`)."""
+        if self._worker is not None:
+            return
+        self._stopping = False
+        self._worker = threading.Thread(target=self._work, name="memos-archival-indexer", daemon=True)
+        self._worker.start()
+
+    def stop_worker(self) -> None:
+        """Stop the background worker after its current batch; queued items stay queued."""
+        worker = self._worker
+        if worker is None:
+            return
+        self._stopping = True
+        self._wake.set()
+        worker.join()
+        self._worker = None
+
+    def _work(self) -> None:
+        while not self._stopping:
+            self._wake.wait()
+            self._wake.clear()
+            while not self._stopping and self.flush(limit=16):
+                pass
+
+    def pending(self) -> int:
+        """Items of this namespace whose vectors are not written yet."""
+        with Session(self.engine) as s:
+            return int(s.exec(select(func.count()).select_from(ArchiveItem).where(
+                ArchiveItem.namespace == self.namespace, ArchiveItem.indexed == False)).one())  # noqa: E712
+
+    def reindex(self) -> int:
+        """Drop this namespace's vectors and write them again from the rows; returns the count."""
+        if self.backend is not None:
+            self.backend.delete(where={"namespace": self.namespace})
+        with Session(self.engine) as s:
+            for r in s.exec(select(ArchiveItem).where(ArchiveItem.namespace == self.namespace)).all():
+                r.indexed = False
+                s.add(r)
+            s.commit()
+        total = 0
+        while True:
+            n = self.flush(limit=512)
+            total += n
+            if n == 0:
+                return total
+
+    # -- reads ---------------------------------------------------------------------
+
+    def count(self) -> int:
+        """Items archived in this namespace."""
+        with Session(self.engine) as s:
+            return int(s.exec(select(func.count()).select_from(ArchiveItem).where(ArchiveItem.namespace == self.namespace)).one())
+
+    def get(self, item_id: str) -> ArchiveItem | None:
+        """One item of this namespace by id."""
+        with Session(self.engine) as s:
+            row = s.get(ArchiveItem, item_id)
+            return row if row is not None and row.namespace == self.namespace else None
+
+    def dense_ids(self, query: str, n: int, *, since: float | None = None, until: float | None = None,
+                  min_similarity: float | None = None) -> list[str]:
+        """Ids of the ``n`` items nearest to ``query`` by meaning (empty when dense search is
+        off), only those with cosine similarity >= ``min_similarity`` if given."""
+        if not self.dense or n <= 0:
+            return []
+        conds: list[dict[str, Any]] = [{"namespace": self.namespace}]
+        if since is not None:
+            conds.append({"created_at": {"$gte": since}})
+        if until is not None:
+            conds.append({"created_at": {"$lte": until}})
+        where = conds[0] if len(conds) == 1 else {"$and": conds}
+        try:
+            vec = self._query_vectors.get(query)
+            if vec is None:
+                vec = self.embedder([query])[0]  # type: ignore[misc]
+                if len(self._query_vectors) >= 256:
+                    self._query_vectors.pop(next(iter(self._query_vectors)))
+                self._query_vectors[query] = vec
+            found = self.backend.query(vec, n, where)  # type: ignore[union-attr]
+            return [i for i, d in found if min_similarity is None or 1.0 - d >= min_similarity]
+        except Exception as exc:
+            if not self._warned:
+                warnings.warn(f"memos: dense search failed ({exc}); using keyword search alone", RuntimeWarning, stacklevel=2)
+                self._warned = True
+            return []
+
+    def keyword_ids(self, query: str, n: int) -> list[str]:
+        """Ids of the ``n`` best items for ``query`` by BM25 (LIKE on databases without FTS5)."""
+        match = _fts_query(query)
+        if not match or n <= 0:
+            return []
+        with Session(self.engine) as s:
+            if self.fts:
+                rows = s.exec(  # type: ignore[call-overload]
+                    text("SELECT item_id FROM memos_archive_fts WHERE memos_archive_fts MATCH :q AND namespace = :ns "
+                         "ORDER BY bm25(memos_archive_fts) LIMIT :k"),
+                    params={"q": match, "ns": self.namespace, "k": n},
+                ).all()
+                return [str(r[0]) for r in rows]
+            terms = [t.strip('"') for t in match.split(" OR ")]
+            cond = None
+            for t in terms:
+                c = col(ArchiveItem.text).ilike(f"%{t}%")
+                cond = c if cond is None else cond | c
+            found = s.exec(select(ArchiveItem).where(ArchiveItem.namespace == self.namespace, cond)).all()  # type: ignore[arg-type]
+            ranked = sorted(found, key=lambda r: -sum(t in r.text.lower() for t in terms))
+            return [r.id for r in ranked[:n]]
+
+    def search(
+        self,
+        query: str,
+        top_k: int = 5,
+        *,
+        since: float | None = None,
+        until: float | None = None,
+        kinds: Sequence[str] | None = None,
+        roles: Sequence[str] | None = None,
+        exclude_message_ids: Iterable[str] = (),
+        offset: int = 0,
+        mode: str = "hybrid",
+        min_similarity: float | None = None,
+    ) -> list[Hit]:
+        """The best items for ``query``: dense and keyword rankings fused by reciprocal rank.
+
+        ``mode`` is 'hybrid', 'dense' or 'keyword'. Items whose messages are all in
+        ``exclude_message_ids`` (already in the prompt) are skipped; hits are
+        deduplicated by their source messages. ``min_similarity`` drops dense candidates
+        less similar than that (cosine) to the query.
+        """
+        want = top_k + offset
+        pool = max(50, want * 8)
+        rankings = []
+        if mode in ("hybrid", "dense"):
+            rankings.append(self.dense_ids(query, pool, since=since, until=until, min_similarity=min_similarity))
+        if mode in ("hybrid", "keyword"):
+            rankings.append(self.keyword_ids(query, pool))
+        scores = rrf(rankings)
+        if not scores:
+            return []
+        with Session(self.engine) as s:
+            rows = {r.id: r for r in s.exec(select(ArchiveItem).where(col(ArchiveItem.id).in_(list(scores)))).all()}
+        excluded = set(exclude_message_ids)
+        hits: list[Hit] = []
+        covered: set[str] = set()
+        for item_id in sorted(scores, key=lambda i: -scores[i]):
+            r = rows.get(item_id)
+            if r is None or r.namespace != self.namespace:
+                continue
+            if since is not None and r.created_at < since or until is not None and r.created_at > until:
+                continue
+            if kinds and r.kind not in kinds:
+                continue
+            item_roles = tuple(x for x in r.roles.split(",") if x)
+            if roles and not set(roles) & set(item_roles):
+                continue
+            mids = tuple(json.loads(r.message_ids))
+            if mids and (set(mids) <= excluded or set(mids) <= covered):
+                continue
+            covered.update(mids)
+            hits.append(Hit(r.id, r.kind, r.text, scores[item_id], mids, r.first_seq, r.last_seq, item_roles,
+                            r.created_at, "archive"))
+            if len(hits) >= want:
+                break
+        return hits[offset:want]
+
+
+def _metadata(r: ArchiveItem) -> dict[str, Any]:
+    meta: dict[str, Any] = {"namespace": r.namespace, "kind": r.kind, "first_seq": r.first_seq,
+                            "last_seq": r.last_seq, "created_at": r.created_at, "roles": r.roles}
+    return meta
+
+
+def _ensure_fts(engine: Engine) -> bool:
+    try:
+        with engine.begin() as conn:
+            conn.execute(text(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS memos_archive_fts USING fts5("
+                "namespace UNINDEXED, item_id UNINDEXED, text, tokenize='porter unicode61')"
+            ))
+        return True
+    except Exception:  # SQLite without FTS5: keyword search falls back to LIKE
+        return False
