@@ -62,6 +62,10 @@ def _demo(args: argparse.Namespace) -> int:
     table.add_row("current facts by kind", kinds, "")
     table.add_row("superseded facts (kept as history)", str(result.superseded_facts), "")
     table.add_row("identifiers preserved", f"{result.identifiers_preserved}/{len(result.identifiers)}", "")
+    for r in result.retrieves:
+        found = ", ".join(r["recalled_identifiers"]) or "none"
+        table.add_row(f"agent retrieve (turn {r['turn']}): \"{r['query']}\"",
+                      f"{len(r['hits'])} hits; early ids recalled: {found}", "")
     table.add_row("prompts over budget", str(result.over_budget_prompts), "")
     table.add_row("prompts with orphan tool messages", str(result.orphan_prompts), "")
     table.add_row("messages in the log", str(result.messages_logged), "")

@@ -43,6 +43,10 @@ def test_replay_stays_in_budget_with_no_orphans_and_every_constraint(replay):
     assert result.messages_logged == expected
     final = " ".join(str(m.get("content")) for m in result.final_context)
     assert IDENTIFIERS[0] in final
+    # the scripted agent's retrieve brings the tracking number from turn 9 back into its context
+    (r,) = result.retrieves
+    assert r["turn"] > 180 and r["hits"]
+    assert "1Z999AA10123456784" in r["recalled_identifiers"]
 
 
 def test_cli_demo_prints_the_table_and_writes_a_png(tmp_path, capsys):

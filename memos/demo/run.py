@@ -8,6 +8,7 @@ and how many prompts held an orphan tool message (it must be none).
 
 from __future__ import annotations
 
+import json
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from ..extract import message_source
 from ..memory import Memory, PagingEvent
 from ..paging.context import find_orphans
 from ..patterns import find_identifiers
-from .session import CONSTRAINTS, SYSTEM_PROMPT, Turn, demo_session
+from .session import CONSTRAINTS, IDENTIFIERS, SYSTEM_PROMPT, Turn, demo_session
 
 __all__ = ["DemoResult", "plot_tokens", "run_demo"]
 
@@ -47,6 +48,7 @@ class DemoResult:
     superseded_facts: int = 0
     identifiers: list[str] = field(default_factory=list)
     identifiers_missing: list[str] = field(default_factory=list)
+    retrieves: list[dict[str, Any]] = field(default_factory=list)  # the agent's retrieve calls and what came back
 
     @property
     def identifiers_preserved(self) -> int:
@@ -109,6 +111,19 @@ def run_demo(
                 result.orphan_prompts += bool(find_orphans(ctx))
                 result.over_budget_prompts += tokens > budget
                 add(step.assistant_message())
+                if step.memory_tool:
+                    mem.flush()  # the scripted agent asks right away; make every archived vector visible
+                    for call in step.tool_calls:
+                        answer = mem.handle_tool_call(call)
+                        add(answer)
+                        hits = json.loads(answer["content"]).get("results", [])
+                        recalled = " ".join(str(m.get("content")) for m in mem.context()
+                                            if str(m.get("content", "")).startswith("[memory: recalled]"))
+                        result.retrieves.append({
+                            "turn": turn.number, "query": json.loads(call["function"]["arguments"]).get("query"),
+                            "hits": [{"id": h["id"], "seq": h["seq"], "text": h["text"]} for h in hits],
+                            "recalled_identifiers": [i for i in IDENTIFIERS if i in recalled],
+                        })
                 for tool_msg in step.tool_messages():
                     add(tool_msg)
             if on_turn is not None:

@@ -63,8 +63,13 @@ class Step:
             return {"role": "assistant", "content": None, "tool_calls": [dict(c) for c in self.tool_calls]}
         return {"role": "assistant", "content": self.reply or ""}
 
+    @property
+    def memory_tool(self) -> bool:
+        """Whether the step calls memos' own tools (its results come from memos, not the script)."""
+        return bool(self.tool_calls) and not self.results
+
     def tool_messages(self) -> list[dict[str, Any]]:
-        """The tool results this step adds, one per call."""
+        """The tool results this step adds, one per call (none for a memory-tool step)."""
         return [{"role": "tool", "tool_call_id": c["id"], "content": r} for c, r in zip(self.tool_calls, self.results)]
 
 
@@ -179,6 +184,13 @@ def demo_session(turns: int = 220, seed: int = 7) -> list[Turn]:
                    Step((c,), (json.dumps({"order_id": ORDER_ID, "status": "in transit", "ship_to": CORRECTED_ADDRESS,
                                            "tracking": TRACKING}),)),
                    Step(reply=f"{ORDER_ID} is in transit to {CORRECTED_ADDRESS}; UPS tracking {TRACKING}."), tag="recall")
+            continue
+        if n == late - 6:
+            c = b.call("retrieve", query="tracking number of my first order", top_k=5, since=None, until=None,
+                       kind=None, page=None)
+            b.turn("I lost the shipping email. What was the tracking number of my first order?",
+                   Step((c,), ()),  # a memory tool: memos itself answers it during the replay
+                   Step(reply=f"Found it in my notes: the tracking number is {TRACKING}."), tag="retrieve")
             continue
         if n == late + 3:
             b.turn("What's my hotel booking reference again?",

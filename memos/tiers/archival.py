@@ -233,15 +233,18 @@ class ArchivalTier:
     def _resolve(self) -> None:
         if self._resolved:
             return
-        self._resolved = True
-        b, e = self._backend_spec, self._embedder_spec
-        try:
-            self.backend = b() if callable(b) and not isinstance(b, ArchiveBackend) else b  # type: ignore[assignment]
-        except Exception as exc:
-            warnings.warn(f"memos: the archive backend could not be opened ({exc}); archival search runs keyword-only",
-                          RuntimeWarning, stacklevel=3)
-            self.backend = None
-        self.embedder = e() if callable(e) and not isinstance(e, Embedder) else e  # type: ignore[assignment]
+        with self._lock:  # the worker thread and the caller may both get here first
+            if self._resolved:
+                return
+            b, e = self._backend_spec, self._embedder_spec
+            try:
+                self.backend = b() if callable(b) and not isinstance(b, ArchiveBackend) else b  # type: ignore[assignment]
+            except Exception as exc:
+                warnings.warn(f"memos: the archive backend could not be opened ({exc}); archival search runs "
+                              "keyword-only", RuntimeWarning, stacklevel=3)
+                self.backend = None
+            self.embedder = e() if callable(e) and not isinstance(e, Embedder) else e  # type: ignore[assignment]
+            self._resolved = True
 
     @property
     def dense(self) -> bool:

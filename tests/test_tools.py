@@ -1,0 +1,124 @@
+"""The memory tools: schemas, dispatch, and error results the model can read."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memos import Memory
+from memos.paging.context import RECALL_HEADER
+from memos.tools_schema import TOOLS
+from tests.conftest import user
+
+
+def call(name: str, args, call_id: str = "call_1") -> dict:
+    return {"id": call_id, "type": "function",
+            "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)}}
+
+
+RETRIEVE_NULLS = {"top_k": None, "since": None, "until": None, "kind": None, "page": None}
+
+
+@pytest.fixture(scope="module")
+def mem(tmp_path_factory):
+    m = Memory("tools", store=str(tmp_path_factory.mktemp("tools") / "t.db"))
+    m.add(user("My frequent flyer number is FF-99127."))
+    m.archive("The wifi password at the cabin is pine-cone-42.", tags=["cabin"])
+    m.flush()
+    yield m
+    m.close()
+
+
+def test_schemas_are_strict_openai_function_tools(mem):
+    tools = mem.tools()
+    assert [t["function"]["name"] for t in tools] == ["archive", "retrieve", "pin"]
+    for t in tools:
+        fn = t["function"]
+        params = fn["parameters"]
+        assert t["type"] == "function" and fn["strict"] is True and fn["description"]
+        assert params["additionalProperties"] is False
+        assert sorted(params["required"]) == sorted(params["properties"])
+    assert tools == list(TOOLS) and tools is not TOOLS
+
+
+def test_retrieve_round_trip_promotes_hits_into_the_next_context(mem):
+    msg = mem.handle_tool_call(call("retrieve", {"query": "cabin wifi password", **RETRIEVE_NULLS}))
+    assert msg["role"] == "tool" and msg["tool_call_id"] == "call_1"
+    body = json.loads(msg["content"])
+    assert body["status"] == "ok" and any("pine-cone-42" in r["text"] for r in body["results"])
+    recalled = [m["content"] for m in mem.context() if str(m.get("content", "")).startswith(RECALL_HEADER)]
+    assert recalled and "pine-cone-42" in recalled[0]
+
+
+def test_archive_and_pin_round_trips(mem):
+    body = json.loads(mem.handle_tool_call(call("archive", {"content": "Gate code 7781#", "message_ids": None, "tags": ["home"]}))["content"])
+    assert body["status"] == "ok" and mem.archival.get(body["archived_id"]).text == "Gate code 7781#"
+    first = mem.history()[0]
+    body = json.loads(mem.handle_tool_call(call("archive", {"content": None, "message_ids": [first.id], "tags": None}))["content"])
+    assert body["status"] == "ok" and "FF-99127" in mem.archival.get(body["archived_id"]).text
+    body = json.loads(mem.handle_tool_call(call("pin", {"text": "Always answer in Portuguese."}))["content"])
+    assert body["status"] == "ok"
+    assert any(f.id == body["pinned_fact_id"] and f.pinned for f in mem.facts())
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "fragment"),
+    [
+        ("retrieve", "{not json", "not valid JSON"),
+        ("retrieve", "[1, 2]", "must be a JSON object"),
+        ("retrieve", {"query": 5}, "query: Input should be a valid string"),
+        ("retrieve", {"query": "   "}, "query must not be empty"),
+        ("retrieve", {"query": "x", "top_k": 0}, "top_k: Input should be greater than or equal to 1"),
+        ("retrieve", {"query": "x", "top_k": 500}, "top_k: Input should be less than or equal to 20"),
+        ("retrieve", {"query": "x", "colour": "red"}, "colour: unknown field"),
+        ("retrieve", {"query": "x", "since": "last tuesday"}, "since must be an ISO 8601 time"),
+        ("retrieve", {"query": "x", "kind": "poem"}, "kind: Input should be"),
+        ("retrieve", {}, "query: Field required"),
+        ("archive", {"content": None, "message_ids": None, "tags": None}, "give content or message_ids"),
+        ("archive", {"content": None, "message_ids": ["nope"], "tags": None}, "unknown message id(s)"),
+        ("archive", {"content": "  ", "message_ids": None, "tags": None}, "content must not be empty"),
+        ("pin", {"text": ""}, "text: String should have at least 1 character"),
+        ("delete_everything", {}, "unknown tool 'delete_everything'"),
+    ],
+)
+def test_bad_calls_come_back_as_readable_errors(mem, name, args, fragment):
+    msg = mem.handle_tool_call(call(name, args, "call_bad"))
+    body = json.loads(msg["content"])
+    assert msg["tool_call_id"] == "call_bad" and body["status"] == "error"
+    assert fragment in body["error"]
+
+
+def test_sdk_tool_call_objects_are_accepted(mem):
+    from openai.types.chat import ChatCompletionMessageToolCall
+
+    tc = ChatCompletionMessageToolCall.model_validate(call("retrieve", {"query": "flyer number", **RETRIEVE_NULLS}, "sdk_1"))
+    msg = mem.handle_tool_call(tc)
+    assert msg["tool_call_id"] == "sdk_1" and json.loads(msg["content"])["status"] == "ok"
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=40),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4),
+    max_leaves=12,
+)
+field_names = st.sampled_from(["query", "top_k", "since", "until", "kind", "page", "content", "message_ids", "tags", "text", "x"])
+arguments = st.one_of(
+    st.text(max_size=80),
+    st.dictionaries(field_names, json_values, max_size=6).map(json.dumps),
+    json_values.map(lambda v: json.dumps(v, allow_nan=True)),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(name=st.sampled_from(["archive", "retrieve", "pin", "other", ""]), args=arguments,
+       call_id=st.one_of(st.none(), st.text(max_size=8)))
+def test_no_exception_escapes_handle_tool_call(mem, name, args, call_id):
+    msg = mem.handle_tool_call({"id": call_id, "type": "function", "function": {"name": name, "arguments": args}})
+    assert msg["role"] == "tool" and isinstance(msg["tool_call_id"], str)
+    body = json.loads(msg["content"])
+    assert body["status"] in ("ok", "error")
+    if body["status"] == "error":
+        assert isinstance(body["error"], str) and body["error"]
