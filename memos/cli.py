@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,6 +20,7 @@ def _demo(args: argparse.Namespace) -> int:
     from .memory import PagingEvent
 
     console = Console() if sys.stdout.isatty() else Console(width=120)
+    warnings.showwarning = lambda message, *_a, **_k: Console(stderr=True).print(f"[yellow]warning:[/yellow] {message}")
     out = Path(args.out)
     store = out / "demo.db"
     if store.exists():
@@ -56,6 +58,7 @@ def _demo(args: argparse.Namespace) -> int:
     table.add_row("largest single prompt", str(result.max_prompt_tokens), "")
     table.add_row("model calls", str(result.model_calls), str(result.model_calls))
     table.add_row("demotions / soft compactions", f"{result.demotions} / {result.soft_compactions}", "")
+    table.add_row("archival search", result.search_mode, "")
     present = sum(result.constraints_present.values())
     table.add_row("constraints present at the end", f"{present}/{len(result.constraints_present)}", "")
     kinds = ", ".join(f"{k} {v}" for k, v in sorted(result.facts_by_kind.items()))

@@ -160,7 +160,7 @@ class Memory:
         self._load()
         if settings.background_indexing:
             self.archival.start_worker()
-        if _unindexed(self.store, namespace_key(self.namespace)):
+        if self.archival.pending():
             self.archival.schedule()  # reconcile vectors left unwritten by an earlier process
 
     # -- state ---------------------------------------------------------------------
@@ -612,7 +612,7 @@ class Memory:
             return hit
         limit = min(room, self.settings.recall_max_tokens)
         hits = list(self._promoted)
-        if text and _archived_count(self.store, namespace_key(self.namespace)) > 0:
+        if text and self.archival.count() > 0:
             hits += self.archival.search(text, self.settings.recall_top_k, exclude_message_ids=set(hot_ids),
                                          min_similarity=self.settings.recall_min_similarity)
         lines: list[str] = []
@@ -929,18 +929,3 @@ def _default_backend(store: Store, spec: str | Path | None) -> ArchiveBackend:
             return ChromaBackend.ephemeral()
         return ChromaBackend.persistent(str(url.database) + ".chroma")
     return ChromaBackend.persistent("memos.chroma")
-
-
-def _unindexed(store: Store, ns: str) -> int:
-    from sqlmodel import func, select
-
-    with store.session() as s:
-        return int(s.exec(select(func.count()).select_from(ArchiveItem).where(
-            ArchiveItem.namespace == ns, ArchiveItem.indexed == False)).one())  # noqa: E712
-
-
-def _archived_count(store: Store, ns: str) -> int:
-    from sqlmodel import func, select
-
-    with store.session() as s:
-        return int(s.exec(select(func.count()).select_from(ArchiveItem).where(ArchiveItem.namespace == ns)).one())

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import UniqueConstraint, event, func
+from sqlalchemy import UniqueConstraint, event, func, text
 from sqlalchemy.engine import Engine
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
@@ -31,6 +31,7 @@ __all__ = [
     "Namespace",
     "Store",
     "SummaryRow",
+    "ensure_virtual_tables",
     "namespace_key",
     "validate_namespace",
 ]
@@ -133,6 +134,20 @@ class Demotion:
     tokens_after: int
     summarizer: str
     duration_ms: float
+
+
+def ensure_virtual_tables(engine: Engine, *ddl: str) -> bool:
+    """Run ``CREATE VIRTUAL TABLE IF NOT EXISTS ...`` statements on SQLite; False when
+    the database is not SQLite or lacks the module (callers then fall back to LIKE)."""
+    if engine.dialect.name != "sqlite":
+        return False
+    try:
+        with engine.begin() as conn:
+            for statement in ddl:
+                conn.execute(text(statement))
+        return True
+    except Exception:  # SQLite built without FTS5 (or the trigram tokenizer)
+        return False
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

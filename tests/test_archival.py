@@ -76,7 +76,7 @@ def test_demoted_units_are_archived_and_reindex_gives_the_same_hits(store, tmp_p
         warnings.simplefilter("error")
         again = Memory("s", store=store, budget=1200)
         assert again.reindex() == again.archival.count()
-        assert again.archival.backend.count() == again.archival.count()
+        assert again.archival.backend.count(again.archival.namespace) == again.archival.count()
         assert [h.id for h in again.retrieve("gym locker code", 5)] == before
     again.close()
 

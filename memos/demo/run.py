@@ -49,6 +49,7 @@ class DemoResult:
     identifiers: list[str] = field(default_factory=list)
     identifiers_missing: list[str] = field(default_factory=list)
     retrieves: list[dict[str, Any]] = field(default_factory=list)  # the agent's retrieve calls and what came back
+    search_mode: str = ""
 
     @property
     def identifiers_preserved(self) -> int:
@@ -135,6 +136,8 @@ def run_demo(
         result.demotions = stats.demotions
         result.soft_compactions = stats.soft_compactions
         history = mem.history()
+        result.search_mode = (f"dense ({mem.archival.embedder.name}) + keyword" if mem.archival.dense  # type: ignore[union-attr]
+                              else "keyword only (no embedding model)")
         result.messages_logged = len(history)
         result.final_context = ctx
         facts = mem.facts(include_history=True)

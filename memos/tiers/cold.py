@@ -26,6 +26,8 @@ from sqlalchemy import text
 from sqlalchemy.engine import Engine
 from sqlmodel import Field, Session, SQLModel, col, select
 
+from ..store import ensure_virtual_tables
+
 __all__ = [
     "FACT_KINDS",
     "ColdTier",
@@ -217,7 +219,11 @@ class ColdTier:
         self.engine = engine
         self.namespace = namespace
         self.version = 0  # bumped on every change, so callers can cache renderings
-        self.fts = engine.dialect.name == "sqlite" and _ensure_fts(engine)
+        self.fts = ensure_virtual_tables(
+            engine,
+            "CREATE VIRTUAL TABLE IF NOT EXISTS memos_fact_fts USING fts5("
+            "namespace UNINDEXED, key, value, tokenize='trigram')",
+        )
         self._known: _Index | None = None
 
     # -- writes --------------------------------------------------------------------
@@ -466,15 +472,3 @@ def _search_terms(query: str, limit: int = 24) -> list[str]:
         elif len(w) >= 3 and w.lower() not in _STOP:
             terms.add(w.strip(".-") if len(w.strip(".-")) >= 3 else w)
     return sorted(terms, key=len, reverse=True)[:limit]
-
-
-def _ensure_fts(engine: Engine) -> bool:
-    try:
-        with engine.begin() as conn:
-            conn.execute(text(
-                "CREATE VIRTUAL TABLE IF NOT EXISTS memos_fact_fts USING fts5("
-                "namespace UNINDEXED, key, value, tokenize='trigram')"
-            ))
-        return True
-    except Exception:  # SQLite built without FTS5 (or trigram): fall back to LIKE
-        return False

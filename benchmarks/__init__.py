@@ -1,0 +1,1 @@
+"""Runnable benchmarks for memos; results are recorded under benchmarks/results/."""
