@@ -1,8 +1,9 @@
-"""The ``memos`` command line: ``memos demo``."""
+"""The ``memos`` command line: ``memos demo`` and ``memos chat``."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import warnings
 from collections.abc import Sequence
@@ -84,6 +85,72 @@ def _demo(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def _inspect(mem: object) -> str:
+    from .memory import Memory
+
+    assert isinstance(mem, Memory)
+    st = mem.stats()
+    lines = [
+        f"hot: {st.hot_messages} messages, {st.hot_tokens} tokens",
+        f"summary: version {st.summary_version}, {st.summary_tokens} tokens",
+        f"facts: {st.facts} current ({st.pinned_facts} pinned)",
+        f"archival: {mem.archival.count()} items ({mem.archival.pending()} waiting for vectors)",
+        f"paging: {st.demotions} demotions, {st.soft_compactions} soft compactions; "
+        f"context {st.context_tokens}/{st.budget_tokens} tokens ({st.encoding})",
+    ]
+    for f in mem.facts()[:20]:
+        lines.append(f"  fact #{f.id}{' (pinned)' if f.pinned else ''}: {f.line()}")
+    return "\n".join(lines)
+
+
+def _chat(args: argparse.Namespace) -> int:
+    from .llm import LLMConfig, make_client
+    from .memory import Memory
+
+    config = LLMConfig.from_env() or LLMConfig()
+    if args.base_url or args.model:
+        config = LLMConfig(base_url=args.base_url or config.base_url, model=args.model or config.model,
+                           api_key=config.api_key)
+    client = make_client(config)
+    mem = Memory(args.session, user=args.user, store=args.store, budget=args.budget, llm=config if args.llm_memory else None)
+    out = sys.stdout
+    if not args.quiet:
+        print(f"memos chat: model {config.model} at {config.base_url or 'api.openai.com'}; "
+              "/inspect shows the memory, /quit ends", file=out)
+    turns = 0
+    try:
+        for line in sys.stdin:
+            text = line.strip()
+            if not text:
+                continue
+            if text in ("/quit", "/exit"):
+                break
+            if text == "/inspect":
+                print(_inspect(mem), file=out)
+                continue
+            try:
+                result = mem.run_turn(client, config.model, text, max_steps=args.max_steps)
+            except Exception as exc:  # the endpoint failed after retries: say so and keep the session
+                print(f"error: {type(exc).__name__}: {exc}", file=out)
+                continue
+            turns += 1
+            for name in result.memory_calls:
+                print(f"  [memory tool: {name}]", file=out)
+            for call in result.other_calls:
+                print(f"  [tool call {call['name']}({json.dumps(call['arguments'])}) - not available here]", file=out)
+            tokens = ", ".join(str(t) for t in result.prompt_tokens)
+            print(f"assistant: {result.reply}", file=out)
+            print(f"  (prompt tokens: {tokens})", file=out)
+            out.flush()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        mem.close()
+    if not args.quiet:
+        print(f"bye after {turns} turns", file=out)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``memos`` console script."""
     parser = argparse.ArgumentParser(prog="memos", description="Tiered memory for LLM agents.")
@@ -94,7 +161,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo.add_argument("--seed", type=int, default=7, help="seed of the scripted session (default 7)")
     demo.add_argument("--out", default="memos-demo", help="folder for the store and the plot (default ./memos-demo)")
     demo.add_argument("--quiet", action="store_true", help="no progress bar or per-compaction lines")
+    chat = sub.add_parser("chat", help="an agent loop against an OpenAI-compatible endpoint, with the memory tools")
+    chat.add_argument("--base-url", help="endpoint (default MEMOS_LLM_BASE_URL, else OpenAI)")
+    chat.add_argument("--model", help="model name (default MEMOS_LLM_MODEL, else gpt-4o-mini)")
+    chat.add_argument("--store", default=None, help="store path or SQLAlchemy URL (default MEMOS_STORE or ./memos.db)")
+    chat.add_argument("--session", default="chat", help="session label (default chat)")
+    chat.add_argument("--user", default="default", help="user label (default default)")
+    chat.add_argument("--budget", type=int, default=8192, help="prompt budget in tokens (default 8192)")
+    chat.add_argument("--max-steps", type=int, default=6, help="model calls per turn at most (default 6)")
+    chat.add_argument("--llm-memory", action="store_true", help="let the same model write summaries and extract facts")
+    chat.add_argument("--quiet", action="store_true", help="no banner")
     args = parser.parse_args(argv)
+    if args.command == "chat":
+        if args.budget < 512:
+            parser.error("--budget must be at least 512")
+        if args.max_steps < 1:
+            parser.error("--max-steps must be at least 1")
+        return _chat(args)
     if args.command == "demo":
         if args.turns < 40:
             parser.error("--turns must be at least 40")

@@ -43,6 +43,9 @@ class MemosSettings:
     pressure_notice: bool = True
     # Embed archived items on a background thread (add() never waits for the model).
     background_indexing: bool = True
+    # Prepare demotions (summary, facts: the LLM calls) on a background thread; the units
+    # stay hot until it is done, and a prompt that would not fit waits for it.
+    background_compaction: bool = False
     # Every Nth demotion rebuilds the summary from the logged originals.
     full_resummary_every: int = 5
     # The newest N units (a turn, or a whole tool chain) always stay hot.

@@ -25,7 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 from .messages import Message
 from .paging.guards import is_constraint, split_sentences
 from .patterns import DECISION, FAILURE, IDENTIFIER, find_identifiers
-from .tiers.cold import FactCandidate, Invalidation, normalize
+from .tiers.cold import Fact, FactCandidate, Invalidation, normalize
 
 __all__ = ["ADDRESS", "Extraction", "FactExtractor", "RuleExtractor", "identifier_facts", "message_source"]
 
@@ -70,8 +70,9 @@ class FactExtractor(Protocol):
 
     name: str
 
-    def extract(self, messages: Sequence[Message]) -> Extraction:
-        """Facts and revocations found in ``messages`` (oldest first)."""
+    def extract(self, messages: Sequence[Message], known: Sequence[Fact] = ()) -> Extraction:
+        """Facts and revocations found in ``messages`` (oldest first); ``known`` are the
+        current facts, for extractors that decide UPDATE / INVALIDATE themselves."""
         ...
 
 
@@ -100,8 +101,9 @@ class RuleExtractor:
     name: str = "rules"
     pin_preferences: bool = True
 
-    def extract(self, messages: Sequence[Message]) -> Extraction:
-        """Facts and revocations found in ``messages``; tool results need their call among them."""
+    def extract(self, messages: Sequence[Message], known: Sequence[Fact] = ()) -> Extraction:
+        """Facts and revocations found in ``messages``; tool results need their call among them.
+        The rules do not need ``known``: the cold tier decides ADD / UPDATE / NOOP."""
         cands: list[FactCandidate] = []
         invs: list[Invalidation] = []
         calls: dict[str, tuple[str, str]] = {}

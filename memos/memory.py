@@ -13,11 +13,13 @@ import json
 import os
 import time
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from .agent import TurnResult, run_turn
 from .config import MemosSettings
 from .embeddings import ChromaEmbedder, Embedder, MiniLMEmbedder, load_embedder
 from .errors import BudgetExceeded
@@ -41,13 +43,14 @@ from .paging.guards import (
     as_guard,
     extract_constraints,
 )
-from .paging.pager import find_cut_point, find_soft_compactions
+from .paging.pager import CutPoint, find_cut_point, find_soft_compactions
 from .store import Demotion, Store, SummaryRow, namespace_key, validate_namespace
 from .tiers.archival import ArchivalTier, ArchiveBackend, ArchiveItem, ChromaBackend, Hit, rrf
 from .tiers.cold import ColdTier, Fact, FactCandidate, FactChange, ForgetRecord, Invalidation
 from .tiers.hot import Unit, group_units, placeholder, render_text, tool_names
 from .tiers.warm import ExtractiveSummarizer, SummaryPlan, Summarizer, fit_summary, prepare_summary
 from .tokens import REPLY_PRIMING, TokenCounter, default_counter
+from .llm import LLMConfig, LLMFactExtractor, LLMSummarizer, make_client
 from .tools_schema import TOOLS, dispatch
 
 __all__ = ["Memory", "MemoryStats", "PagingEvent"]
@@ -101,8 +104,10 @@ class Memory:
     ``./memos.db``). ``budget`` is the prompt budget in tokens; ``settings`` holds every
     other number (:class:`~memos.MemosSettings`, default from ``MEMOS_*`` variables).
     ``guard`` replaces the default guard rules; tool chains in flight are always kept.
-    ``summarizer`` and ``extractor`` replace the offline ones (which take over again for
-    a step where a replacement raises). ``on_event`` is called with a
+    ``llm`` (default: from ``MEMOS_LLM_BASE_URL`` / ``MEMOS_LLM_MODEL``) makes an
+    OpenAI-compatible model write the summaries and extract facts from what is demoted;
+    ``summarizer`` and ``extractor`` replace the offline ones directly. Whenever one of
+    them fails, the offline one does that step and the compaction log records it. ``on_event`` is called with a
     :class:`PagingEvent` after each compaction.
 
     ``archive`` is where archival vectors live: a Chroma path, an ``http://`` Chroma
@@ -129,6 +134,7 @@ class Memory:
         archive: str | Path | ArchiveBackend | None = None,
         embedder: Embedder | Callable[[list[str]], Any] | None = None,
         embedding_model_dir: str | Path | None = None,
+        llm: LLMConfig | None = None,
     ) -> None:
         settings = settings if settings is not None else MemosSettings.from_env()
         if budget is not None:
@@ -144,8 +150,14 @@ class Memory:
         # When the budget cannot be met otherwise, only in-flight chains, pins and the
         # newest unit hold: recency and custom KEEP rules give way.
         self._last_resort: Guard = ToolChainGuard() & RecencyGuard(1) & PinGuard() & ConstraintGuard()
+        self.llm = llm if llm is not None else LLMConfig.from_env()
+        if self.llm is not None:
+            client = make_client(self.llm)
+            summarizer = summarizer or LLMSummarizer(self.llm, client)
+            extractor = extractor or LLMFactExtractor(self.llm, client)
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer(self.counter)
         self.extractor: FactExtractor = extractor or RuleExtractor()
+        self._rules = RuleExtractor()
         self.cold = ColdTier(self.store.engine, namespace_key(self.namespace))
         self.on_event = on_event
         self._archive_spec = archive
@@ -155,6 +167,8 @@ class Memory:
         self.archival = ArchivalTier(self.store.engine, namespace_key(self.namespace), self._make_backend,
                                      self._make_embedder)
         self._promoted: list[Hit] = []
+        self._pending: Future[_DemotionPlan] | None = None
+        self._pool: ThreadPoolExecutor | None = None
         self._render_cache: dict[tuple[str, int, bool], tuple[dict[str, Any], int]] = {}
         self._section_cache: dict[tuple[Any, ...], tuple[dict[str, Any] | None, int]] = {}
         self._load()
@@ -233,7 +247,8 @@ class Memory:
         users = [m for m in logged if m.role == "user"]
         if users:
             self._promoted = []
-            self.cold.apply(*self._extract(users))
+            cands, invs, _ = self._extract(users, rules_only=True)
+            self.cold.apply(cands, invs)
         self._page(0, None, strict=False)
         return logged
 
@@ -410,6 +425,11 @@ class Memory:
             self._promoted += [h for h in result if h.id not in known]
         return result
 
+    def run_turn(self, client: Any, model: str, user_text: str, **kwargs: Any) -> TurnResult:
+        """One user turn against ``client`` (an ``openai.OpenAI``) with the memory tools,
+        memory tool calls run in between; see :func:`memos.agent.run_turn` for the options."""
+        return run_turn(self, client, model, user_text, **kwargs)
+
     def tools(self) -> list[dict[str, Any]]:
         """The memory tools (``archive``, ``retrieve``, ``pin``) as OpenAI function schemas."""
         return json.loads(json.dumps(TOOLS))
@@ -451,6 +471,11 @@ class Memory:
     def close(self) -> None:
         """Stop the background indexer (queued vectors stay queued for the next open) and
         release the store's connections (when this Memory opened the store)."""
+        if self._pending is not None:
+            self._finish_pending(wait=True)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
         self.archival.stop_worker()
         if self._owns_store:
             self.store.close()
@@ -683,8 +708,12 @@ class Memory:
         sections. Recalled memory never causes paging: it fills the room left at the end.
         When the prompt must shrink, relevant facts give way first, then the summary."""
         s = self.settings
+        self._finish_pending(wait=False)
         rooms = _Rooms(recall=0)
         total = self._total(extra, query, rooms)
+        if total > s.budget_tokens and self._pending is not None:
+            self._finish_pending(wait=True)  # the prompt cannot wait for the background demotion
+            total = self._total(extra, query, rooms)
         if total > s.soft_tokens:
             self._soft_compact(total - s.soft_tokens)
             total = self._total(extra, query, rooms)
@@ -745,7 +774,7 @@ class Memory:
         chosen = set(ids)
         hidden = [m for u in units if any(m.id in chosen for m in u.messages)
                   for m in u.messages if m.id in chosen or m.tool_call_ids]
-        cands, invs = self._extract(hidden)
+        cands, invs, _ = self._extract(hidden)
         known = "\n".join(c.key + "\n" + c.value for c in cands)
         cands += identifier_facts([message_source(m) for m in hidden if m.id in chosen], "", known)
         self._compacted.update(ids)
@@ -771,39 +800,75 @@ class Memory:
     def _warm_messages(self) -> list[Message]:
         return [m for m, tier, _ in self.store.load_messages(self.namespace) if tier == "warm" and m.role not in _SYSTEM_ROLES]
 
-    def _extract(self, messages: Sequence[Message]) -> tuple[list[FactCandidate], list[Invalidation]]:
+    def _extract(self, messages: Sequence[Message], *, rules_only: bool = False
+                 ) -> tuple[list[FactCandidate], list[Invalidation], str]:
+        """Facts from ``messages``: the rules read new user messages at once (cheap, so
+        constraints are pinned before the next prompt); the configured extractor reads
+        what leaves the hot tier, and the rules take over when it fails."""
+        if rules_only or isinstance(self.extractor, RuleExtractor):
+            found = self._rules.extract([m for m in messages if rules_only or m.role != "user"])
+            return list(found.candidates), list(found.invalidations), "rules"
         try:
-            found = self.extractor.extract(messages)
-        except Exception:
-            if isinstance(self.extractor, RuleExtractor):
-                raise
-            found = RuleExtractor().extract(messages)
-        return list(found.candidates), list(found.invalidations)
+            found = self.extractor.extract(messages, self.cold.facts())
+            name = getattr(self.extractor, "name", type(self.extractor).__name__)
+        except Exception as exc:
+            found = self._rules.extract([m for m in messages if m.role != "user"])
+            name = f"rules (fallback: {_reason(exc)})"
+        return list(found.candidates), list(found.invalidations), name
 
     def _summarize(self, plan: SummaryPlan) -> tuple[str, str]:
         try:
             text, name = self.summarizer.summarize(plan), getattr(self.summarizer, "name", type(self.summarizer).__name__)
-        except Exception:
+        except Exception as exc:
             if isinstance(self.summarizer, ExtractiveSummarizer):
                 raise
-            text, name = ExtractiveSummarizer(self.counter).summarize(plan), "extractive (fallback)"
+            text, name = ExtractiveSummarizer(self.counter).summarize(plan), f"extractive (fallback: {_reason(exc)})"
         return fit_summary(text, self.settings.summary_max_tokens, self.counter), name
 
     def _demote(self, target: int, guard: Guard | None = None) -> bool:
+        """Demote the oldest units down to ``target`` hot tokens. With background
+        compaction (and the normal guard) the summary and the facts are prepared on a
+        worker thread while the units stay hot; the result is applied on a later call."""
+        if self._pending is not None:
+            if guard is None and not self._pending.done():
+                return False  # one demotion at a time; the units it takes are still hot
+            self._finish_pending(wait=True)
         units = group_units(self._hot)
         cut = find_cut_point(units, target_tokens=target, guard=guard or self.guard, unit_tokens=self._unit_tokens,
                              known=self.cold.knows)
         if cut.empty:
             return False
-        start = time.perf_counter()
         before = self._total(0, None, _Rooms())
+        if self.settings.background_compaction and guard is None:
+            self._pending = self._executor().submit(self._plan_demotion, cut, units, before)
+            return True
+        self._apply_demotion(self._plan_demotion(cut, units, before))
+        return True
+
+    def _executor(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memos-compaction")
+        return self._pool
+
+    def _finish_pending(self, *, wait: bool) -> None:
+        """Apply a background demotion once it is ready (or wait for it)."""
+        pending = self._pending
+        if pending is None or (not wait and not pending.done()):
+            return
+        self._pending = None
+        self._apply_demotion(pending.result())
+
+    def _plan_demotion(self, cut: CutPoint, units: list[Unit], before: int) -> _DemotionPlan:
+        """Everything a demotion writes, computed without changing any state (LLM calls happen here)."""
+        start = time.perf_counter()
         segment = [m for u in cut.demote for m in u.messages]
         pinned = [m for u in cut.pin for m in u.messages]
         text: str | None = None
         kind = ""
         summarizer = ""
-        through = self._summary.through_seq if self._summary else -1
-        old_text = self._summary.text if self._summary else ""
+        old_summary = self._summary
+        through = old_summary.through_seq if old_summary else -1
+        old_text = old_summary.text if old_summary else ""
         if segment:
             history = self.cold.facts(include_history=True)
             plan = prepare_summary(
@@ -818,7 +883,7 @@ class Memory:
             text, summarizer = self._summarize(plan)
             kind, through = plan.kind, max(through, plan.through_seq)
         # facts from what leaves the hot tier (user messages were read when they arrived)
-        cands, invs = self._extract([m for m in segment + pinned if m.role != "user"])
+        cands, invs, extractor = self._extract(segment + pinned)
         new_text = text if text is not None else old_text
         known = "\n".join(f"{f.key}\n{f.value}" for f in self.cold.facts(include_history=True) if f.kind == "identifier")
         known += "\n" + "\n".join(c.key + "\n" + c.value for c in cands)
@@ -826,29 +891,35 @@ class Memory:
         if old_text:
             sources.append((old_text, (), through))
         cands += identifier_facts(sources, new_text, known)
-        moved = sum(len(u.messages) for u in units[: cut.index])
-        removed = {m.id for m in self._hot[:moved]}
+        return _DemotionPlan(cut=cut, moved=sum(len(u.messages) for u in units[: cut.index]), segment=segment,
+                             pinned=pinned, text=text, kind=kind, summarizer=summarizer, extractor=extractor,
+                             through=through, old_summary=old_summary, candidates=cands, invalidations=invs,
+                             tokens_before=before, started=start)
+
+    def _apply_demotion(self, p: _DemotionPlan) -> None:
+        """Move the planned units out of the hot tier and write the demotion in one transaction."""
+        removed = {m.id for m in self._hot[: p.moved]}
         compacted_before = set(self._compacted)
-        self._hot = self._hot[moved:]
+        self._hot = self._hot[p.moved :]
         self._compacted -= removed
-        self._pinned = sorted(self._pinned + pinned, key=lambda m: m.seq)
-        old_summary = self._summary
-        if text is not None:
-            self._summary = SummaryRow(namespace="", version=(old_summary.version + 1 if old_summary else 1), text=text,
-                                       tokens=self.counter.count(text), through_seq=through, kind=kind, created_at=0.0)
+        self._pinned = sorted(self._pinned + p.pinned, key=lambda m: m.seq)
+        if p.text is not None:
+            version = p.old_summary.version + 1 if p.old_summary else 1
+            self._summary = SummaryRow(namespace="", version=version, text=p.text, tokens=self.counter.count(p.text),
+                                       through_seq=p.through, kind=p.kind, created_at=0.0)
         changes: list[FactChange] = []
         # a chain whose results were all archived at soft compaction is covered by those items
         items = [_archive_item(self.namespace, list(u.messages), "tool_chain" if u.is_tool_chain else "message",
-                               f"unit:{u.messages[0].id}") for u in cut.demote + cut.pin
+                               f"unit:{u.messages[0].id}") for u in p.cut.demote + p.cut.pin
                  if not (u.is_tool_chain and all(m.id in compacted_before for m in u.messages[1:]))]
-        if text is not None and old_summary is not None:
-            items.append(ArchiveItem(id=f"summary:{namespace_key(self.namespace)}:v{old_summary.version}",
-                                     namespace=namespace_key(self.namespace), kind="summary", text=old_summary.text,
-                                     first_seq=0, last_seq=old_summary.through_seq, roles="system",
-                                     created_at=old_summary.created_at or time.time()))
+        if p.text is not None and p.old_summary is not None:
+            items.append(ArchiveItem(id=f"summary:{namespace_key(self.namespace)}:v{p.old_summary.version}",
+                                     namespace=namespace_key(self.namespace), kind="summary", text=p.old_summary.text,
+                                     first_seq=0, last_seq=p.old_summary.through_seq, roles="system",
+                                     created_at=p.old_summary.created_at or time.time()))
 
         def write_facts(session: Any) -> None:
-            changes.extend(self.cold.apply(cands, invs, session=session))
+            changes.extend(self.cold.apply(p.candidates, p.invalidations, session=session))
             self.archival.stage(session, items)
 
         after = self._total(0, None, _Rooms())
@@ -856,10 +927,11 @@ class Memory:
             row = self.store.demote(
                 self.namespace,
                 Demotion(
-                    warm_ids=[m.id for m in segment], pinned_ids=[m.id for m in pinned],
-                    summary_text=text, summary_tokens=self.counter.count(text) if text else 0, summary_kind=kind,
-                    through_seq=through, tokens_before=before, tokens_after=after, summarizer=summarizer,
-                    duration_ms=(time.perf_counter() - start) * 1000,
+                    warm_ids=[m.id for m in p.segment], pinned_ids=[m.id for m in p.pinned],
+                    summary_text=p.text, summary_tokens=self.counter.count(p.text) if p.text else 0,
+                    summary_kind=p.kind, through_seq=p.through, tokens_before=p.tokens_before, tokens_after=after,
+                    summarizer=p.summarizer, extractor=p.extractor,
+                    duration_ms=(time.perf_counter() - p.started) * 1000,
                 ),
                 also=write_facts,
             )
@@ -872,13 +944,32 @@ class Memory:
             self._demotions += 1
         self.archival.schedule()
         self._render_cache = {k: v for k, v in self._render_cache.items() if k[0] not in removed}
-        self._emit(PagingEvent("hard", before, after, len(segment), len(pinned), row.version if row else None,
-                               summarizer, (time.perf_counter() - start) * 1000))
-        return True
+        self._emit(PagingEvent("hard", p.tokens_before, after, len(p.segment), len(p.pinned),
+                               row.version if row else None, p.summarizer, (time.perf_counter() - p.started) * 1000))
 
     def _emit(self, event: PagingEvent) -> None:
         if self.on_event is not None:
             self.on_event(event)
+
+
+@dataclass(frozen=True)
+class _DemotionPlan:
+    """A demotion decided and prepared, not yet applied."""
+
+    cut: CutPoint
+    moved: int  # messages leaving the hot tier, from its oldest end
+    segment: list[Message]
+    pinned: list[Message]
+    text: str | None
+    kind: str
+    summarizer: str
+    extractor: str
+    through: int
+    old_summary: SummaryRow | None
+    candidates: list[FactCandidate]
+    invalidations: list[Invalidation]
+    tokens_before: int
+    started: float
 
 
 @dataclass(frozen=True)
@@ -896,6 +987,10 @@ def _one_of(**options: Any) -> str:
     if len(given) != 1:
         raise ValueError(f"give exactly one of {', '.join(options)}; got {', '.join(given) or 'none'}")
     return given[0]
+
+
+def _reason(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:200]
 
 
 def _recall_room(rooms: _Rooms) -> int:

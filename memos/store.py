@@ -115,7 +115,8 @@ class CompactionRow(SQLModel, table=True):
     tokens_after: int
     message_ids: str  # JSON list of the message ids compacted or demoted
     summary_version: int | None = None
-    summarizer: str = ""
+    summarizer: str = ""  # what wrote the summary: 'extractive', 'llm', or 'extractive (fallback: ...)'
+    extractor: str = ""  # what extracted the facts, the same way
     duration_ms: float = 0.0
     created_at: float
 
@@ -134,6 +135,7 @@ class Demotion:
     tokens_after: int
     summarizer: str
     duration_ms: float
+    extractor: str = ""
 
 
 def ensure_virtual_tables(engine: Engine, *ddl: str) -> bool:
@@ -275,7 +277,8 @@ class Store:
                 s.add(summary)
             s.add(CompactionRow(namespace=key, kind="hard", tokens_before=d.tokens_before, tokens_after=d.tokens_after,
                                 message_ids=json.dumps(ids), summary_version=summary.version if summary else None,
-                                summarizer=d.summarizer, duration_ms=d.duration_ms, created_at=time.time()))
+                                summarizer=d.summarizer, extractor=d.extractor, duration_ms=d.duration_ms,
+                                created_at=time.time()))
             s.commit()
             if summary is not None:
                 s.refresh(summary)

@@ -144,6 +144,8 @@ class Invalidation:
     text: str
     source_ids: tuple[str, ...] = ()
     source_seq: int = -1
+    # the exact fact to revoke, when the extractor knows it (an LLM given the fact ids)
+    fact_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -289,6 +291,14 @@ class ColdTier:
         return FactChange(op, fact, row)
 
     def _invalidate_matching(self, s: Session, inv: Invalidation, now: float) -> list[FactChange]:
+        if inv.fact_id is not None:
+            row = s.get(Fact, inv.fact_id)
+            if row is None or row.namespace != self.namespace or row.status != "current":
+                return []
+            row.status = "invalidated"
+            row.valid_to = now
+            s.add(row)
+            return [FactChange(FactOp.INVALIDATE, row)]
         words = _words(inv.text)
         if not words:
             return []

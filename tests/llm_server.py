@@ -1,0 +1,176 @@
+"""A real HTTP server on 127.0.0.1 that speaks OpenAI's /v1/chat/completions, for tests.
+
+Replies are deterministic:
+- a memos summary request ("[memos:summarize]") gets bullet lines made from the
+  messages it was given (``drop_pattern`` removes matching text, to test the safety net);
+- a ``record_facts`` request gets ADD operations for the identifiers in the new messages;
+- an agent request with the memory tools gets a ``retrieve`` call when the user asks
+  "what was ..." or "remind me ...", and after a tool result a reply quoting it;
+  anything else is echoed.
+
+Faults are injected per request: ``faults`` is a queue consumed first ("429", "500",
+"malformed", "slow", "context_length"); then ``fail_rate`` draws 429s and 500s at random
+(seeded). Every request body is kept in ``requests``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import threading
+import time
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+ID = re.compile(r"\b[A-Z]{2,}-\d+\b|\b\d{1,5} [A-Z][a-z]+ (?:Street|Road|Avenue)\b")
+
+
+class FakeOpenAI:
+    """The server and its knobs; use as a context manager."""
+
+    def __init__(self, *, fail_rate: float = 0.0, seed: int = 0, retry_after: float = 0.0, slow_s: float = 2.0) -> None:
+        self.fail_rate = fail_rate
+        self.rng = random.Random(seed)
+        self.retry_after = retry_after
+        self.slow_s = slow_s
+        self.faults: deque[str] = deque()
+        self.drop_pattern: str | None = None
+        self.hold: threading.Event | None = None  # when set up, summary replies wait until it is set
+        self.requests: list[dict[str, Any]] = []
+        self.statuses: list[int] = []
+        self.lock = threading.Lock()
+        handler = self._handler()
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        """The base URL to give the openai client."""
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def __enter__(self) -> FakeOpenAI:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    # -- replies -------------------------------------------------------------------
+
+    def _fault(self) -> str | None:
+        with self.lock:
+            if self.faults:
+                return self.faults.popleft()
+            if self.fail_rate and self.rng.random() < self.fail_rate:
+                return self.rng.choice(["429", "500"])
+        return None
+
+    def reply(self, body: dict[str, Any]) -> dict[str, Any]:
+        messages = body.get("messages", [])
+        tools = {t["function"]["name"] for t in body.get("tools") or []}
+        system = str(messages[0].get("content", "")) if messages else ""
+        last = messages[-1] if messages else {}
+        if system.startswith("[memos:summarize]"):
+            if self.hold is not None:
+                self.hold.wait(timeout=30)
+            material = str(last.get("content", ""))
+            lines = []
+            for ln in material.splitlines():
+                m = re.match(r"#\d+ (\w+): (.*)", ln)
+                if m and m.group(2).strip():
+                    lines.append(f"- {m.group(1)}: {m.group(2)[:160]}")
+                elif ln.startswith("- "):
+                    lines.append(ln)
+            text = "\n".join(lines[-40:]) or "- nothing to keep"
+            if self.drop_pattern:
+                text = re.sub(self.drop_pattern, "the order", text)
+            return _message({"role": "assistant", "content": text})
+        if "record_facts" in tools:
+            material = str(last.get("content", "")).split("New messages:", 1)[-1]
+            ops = [{"op": "ADD", "kind": "identifier", "key": i, "value": i, "fact_id": None, "source_seq": None}
+                   for i in dict.fromkeys(ID.findall(material))]
+            return _message({"role": "assistant", "content": None, "tool_calls": [
+                {"id": "call_facts", "type": "function",
+                 "function": {"name": "record_facts", "arguments": json.dumps({"operations": ops})}}]})
+        if last.get("role") == "tool":
+            try:
+                results = json.loads(last.get("content") or "{}").get("results", [])
+            except ValueError:
+                results = []
+            found = results[0]["text"] if results else "nothing"
+            return _message({"role": "assistant", "content": f"From memory: {found}"})
+        user_text = str(last.get("content", ""))
+        if "retrieve" in tools and re.search(r"\b(what was|remind me)\b", user_text, re.I):
+            n = len(self.requests)
+            args = {"query": user_text, "top_k": 3, "since": None, "until": None, "kind": None, "page": None}
+            return _message({"role": "assistant", "content": None, "tool_calls": [
+                {"id": f"call_r{n}", "type": "function", "function": {"name": "retrieve", "arguments": json.dumps(args)}}]})
+        return _message({"role": "assistant", "content": f"OK: {user_text[:200]}"})
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:  # keep test output clean
+                pass
+
+            def _send(self, status: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
+                with server.lock:
+                    server.statuses.append(status)
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def do_POST(self) -> None:  # noqa: N802
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                with server.lock:
+                    server.requests.append(body)
+                if not self.path.endswith("/chat/completions"):
+                    self._send(404, json.dumps({"error": {"message": "not found"}}).encode())
+                    return
+                fault = server._fault()
+                if fault == "429":
+                    self._send(429, _error("Rate limit reached", "rate_limit_exceeded"),
+                               {"Retry-After": str(server.retry_after)})
+                    return
+                if fault == "500":
+                    self._send(500, _error("The server had an error", "server_error"))
+                    return
+                if fault == "context_length":
+                    self._send(400, _error("This model's maximum context length is 8192 tokens", "context_length_exceeded"))
+                    return
+                if fault == "malformed":
+                    self._send(200, b'{"id": "x", "choices": [ {"message": ')
+                    return
+                if fault == "slow":
+                    time.sleep(server.slow_s)
+                self._send(200, json.dumps(server.reply(body)).encode())
+
+        return Handler
+
+
+def _error(message: str, code: str) -> bytes:
+    return json.dumps({"error": {"message": message, "type": "invalid_request_error", "code": code}}).encode()
+
+
+def _message(message: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()), "model": "test-model",
+        "choices": [{"index": 0, "message": message,
+                     "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
+    }
+
+
+if __name__ == "__main__":  # run it by hand: python tests/llm_server.py
+    with FakeOpenAI() as srv:
+        print(srv.url, flush=True)
+        threading.Event().wait()

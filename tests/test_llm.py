@@ -1,0 +1,183 @@
+"""The LLM paths, with the real openai client against a real HTTP server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from memos import Memory, MemosSettings
+from memos.llm import LLMConfig, LLMError, LLMSummarizer, complete, make_client
+from memos.llm.summarizer import SUMMARY_INSTRUCTIONS
+from memos.messages import Message
+from memos.tiers.warm import SummaryPlan
+from tests.conftest import assistant, tool_chain, user
+from tests.llm_server import FakeOpenAI
+
+
+@pytest.fixture
+def server():
+    with FakeOpenAI(seed=7) as srv:
+        yield srv
+
+
+def config(srv: FakeOpenAI, **kw) -> LLMConfig:
+    base = {"base_url": srv.url, "model": "test-model", "api_key": "test", "timeout_s": 1.0, "max_attempts": 3,
+            "deadline_s": 5.0, "max_backoff_s": 0.02}
+    base.update(kw)
+    return LLMConfig(**base)
+
+
+def test_the_summary_prompt_asks_for_what_must_be_kept():
+    for phrase in ("goal", "constraint", "decisions", "done, in progress and blocked", "failed attempts",
+                   "next steps", "exactly as written", "Drop greetings", "repeated reasoning", "later corrected"):
+        assert phrase in SUMMARY_INSTRUCTIONS
+    m = Message(id="m1", seq=4, data={"role": "user", "content": "Ship ORD-1 to 1 Elm Road"}, tokens=10)
+    s = LLMSummarizer(LLMConfig(base_url="http://127.0.0.1:9/v1", api_key="x"))
+    inc = s.messages(SummaryPlan("incremental", "- user: old line", (m,), 300, 4, ("9 Oak Street",)))
+    assert "Current memory (update it; do not rewrite it from nothing):\n- user: old line" in inc[1]["content"]
+    assert "#4 user: Ship ORD-1 to 1 Elm Road" in inc[1]["content"] and "9 Oak Street" in inc[1]["content"]
+    full = s.messages(SummaryPlan("full", None, (m,), 300, 4))
+    assert "from scratch" in full[1]["content"] and "Current memory" not in full[1]["content"]
+
+
+def test_retry_after_is_honoured_and_5xx_retried(server):
+    server.retry_after = 0.4
+    server.faults.extend(["429", "500"])
+    cfg = config(server, max_backoff_s=1.0)
+    start = time.perf_counter()
+    reply = complete(make_client(cfg), cfg, [{"role": "user", "content": "hi"}])
+    assert reply.choices[0].message.content == "OK: hi"
+    assert time.perf_counter() - start >= 0.4
+    assert server.statuses == [429, 500, 200]
+
+
+def test_context_length_errors_are_not_retried(server):
+    server.faults.append("context_length")
+    cfg = config(server)
+    with pytest.raises(LLMError, match="maximum context length"):
+        complete(make_client(cfg), cfg, [{"role": "user", "content": "hi"}])
+    assert server.statuses == [400]
+
+
+def test_timeouts_and_malformed_answers_fail_cleanly(server):
+    server.slow_s = 1.5
+    server.faults.extend(["slow", "slow", "slow"])
+    cfg = config(server, timeout_s=0.3)
+    with pytest.raises(LLMError):
+        complete(make_client(cfg), cfg, [{"role": "user", "content": "hi"}])
+    server.faults.clear()
+    server.faults.extend(["malformed"] * 3)
+    with pytest.raises(LLMError):
+        complete(make_client(cfg), cfg, [{"role": "user", "content": "hi"}])
+
+
+def fill(mem: Memory, start: int, turns: int) -> int:
+    n = 0
+    for i in range(start, start + turns):
+        mem.add(user(f"Please check order ORD-{1000 + i} and tell me when it ships."))
+        mem.add(tool_chain(f"c{i}", result=json.dumps({"order": f"ORD-{1000 + i}", "notes": "details " * 40})))
+        mem.add(assistant(f"Order ORD-{1000 + i} ships tomorrow."))
+        n += 4
+    return n
+
+
+def test_100_compactions_complete_with_30_percent_failures_and_record_the_fallback(server, store):
+    server.fail_rate = 0.3
+    cfg = config(server, max_attempts=2)
+    mem = Memory("flaky", store=store, settings=MemosSettings(budget_tokens=700), llm=cfg)
+    added, turn = 0, 0
+    while mem.stats().demotions < 100:
+        added += fill(mem, turn, 1)
+        turn += 1
+        assert mem.counter.count_messages(mem.context()) <= 700
+    assert len(mem.history()) == added
+    events = [e for e in mem.store.compactions(mem.namespace) if e.kind == "hard" and e.summary_version]
+    assert len(events) >= 100
+    by_summarizer = {"llm": 0, "fallback": 0}
+    for e in events:
+        by_summarizer["fallback" if "fallback" in e.summarizer else "llm"] += 1
+    assert by_summarizer["llm"] > 0 and by_summarizer["fallback"] > 0, by_summarizer
+    assert all(e.summarizer == "llm" or e.summarizer.startswith("extractive (fallback: ") for e in events)
+    assert any(e.extractor.startswith("rules (fallback: ") for e in events)
+    assert 429 in server.statuses and 500 in server.statuses
+    mem.close()
+
+
+def test_a_summary_that_drops_an_order_id_is_repaired(server, store):
+    server.drop_pattern = r"ORD-1002\b"
+    mem = Memory("repair", store=store, settings=MemosSettings(budget_tokens=700), llm=config(server))
+    fill(mem, 0, 12)
+    assert mem.stats().demotions > 0
+    assert "ORD-1002" not in mem.summary()
+    assert [f for f in mem.facts("identifier") if f.key == "ORD-1002"]
+    mem.close()
+
+
+def test_run_turn_executes_memory_tools_and_reports_other_calls(server, store):
+    mem = Memory("agent", store=store, budget=2000)
+    mem.archive("The boarding gate for flight LX-1723 is B42.")
+    mem.flush()
+    client = make_client(config(server))
+    result = mem.run_turn(client, "test-model", "What was my boarding gate?")
+    assert result.memory_calls == ["retrieve"] and result.steps == 2
+    assert "B42" in result.reply and len(result.prompt_tokens) == 2
+    plain = mem.run_turn(client, "test-model", "Thanks, book a taxi.")
+    assert plain.reply == "OK: Thanks, book a taxi." and plain.steps == 1
+    roles = [m.role for m in mem.history()]
+    assert roles[:4] == ["user", "assistant", "tool", "assistant"]
+    mem.close()
+
+
+def test_memos_chat_runs_50_turns_from_stdin(server, tmp_path):
+    lines = []
+    for i in range(50):
+        if i == 40:
+            lines.append("What was the code for the storage unit?")
+        elif i == 3:
+            lines.append("The storage unit code is SU-4471, please remember it.")
+        else:
+            lines.append(f"Turn {i}: tell me something about topic {i} " + "with details " * 15)
+    lines.insert(45, "/inspect")
+    env = dict(os.environ, MEMOS_LLM_BASE_URL=server.url, MEMOS_LLM_MODEL="test-model", OPENAI_API_KEY="test")
+    proc = subprocess.run(
+        [sys.executable, "-m", "memos", "chat", "--store", str(tmp_path / "chat.db"), "--budget", "1500"],
+        input="\n".join(lines) + "\n/quit\n", capture_output=True, text=True, env=env, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert out.count("assistant: ") == 50
+    assert "[memory tool: retrieve]" in out and "From memory:" in out and "SU-4471" in out.split("[memory tool: retrieve]")[1]
+    assert "demotions" in out and "bye after 50 turns" in out
+    retrieves = [r for r in server.requests if r.get("messages") and r["messages"][-1].get("role") == "tool"]
+    assert retrieves
+
+
+def test_background_compaction_keeps_the_turn_going_and_the_context_valid(server, store):
+    import threading
+
+    from memos.paging.context import find_orphans
+
+    server.hold = threading.Event()  # the summariser answers only when the test says so
+    settings = MemosSettings(budget_tokens=1500, background_compaction=True)
+    mem = Memory("bg", store=store, settings=settings, llm=config(server, timeout_s=20, deadline_s=30))
+    added = 0
+    while mem._pending is None:
+        added += fill(mem, added, 1)
+    # a demotion is being prepared (the LLM is held); the units it takes are still hot
+    assert mem.stats().demotions == 0
+    added += fill(mem, 1000, 2)  # the user's turns go on meanwhile
+    ctx = mem.context()
+    assert mem.counter.count_messages(ctx) <= 1500 and find_orphans(ctx) == []
+    assert len(mem.history()) == added
+    server.hold.set()
+    mem._pending.result(timeout=30)
+    mem.add(user("and now?"))
+    assert mem.stats().demotions >= 1
+    assert any(e.summarizer == "llm" for e in mem.store.compactions(mem.namespace))
+    assert len(mem.history()) == added + 1
+    mem.close()
