@@ -38,6 +38,7 @@ class FakeOpenAI:
         self.faults: deque[str] = deque()
         self.drop_pattern: str | None = None
         self.hold: threading.Event | None = None  # when set up, summary replies wait until it is set
+        self.fact_ops: list[dict[str, Any]] | None = None  # record_facts operations to answer instead
         self.requests: list[dict[str, Any]] = []
         self.statuses: list[int] = []
         self.lock = threading.Lock()
@@ -90,8 +91,9 @@ class FakeOpenAI:
             return _message({"role": "assistant", "content": text})
         if "record_facts" in tools:
             material = str(last.get("content", "")).split("New messages:", 1)[-1]
-            ops = [{"op": "ADD", "kind": "identifier", "key": i, "value": i, "fact_id": None, "source_seq": None}
-                   for i in dict.fromkeys(ID.findall(material))]
+            ops = self.fact_ops if self.fact_ops is not None else [
+                {"op": "ADD", "kind": "identifier", "key": i, "value": i, "fact_id": None, "source_seq": None}
+                for i in dict.fromkeys(ID.findall(material))]
             return _message({"role": "assistant", "content": None, "tool_calls": [
                 {"id": "call_facts", "type": "function",
                  "function": {"name": "record_facts", "arguments": json.dumps({"operations": ops})}}]})

@@ -181,3 +181,32 @@ def test_background_compaction_keeps_the_turn_going_and_the_context_valid(server
     assert any(e.summarizer == "llm" for e in mem.store.compactions(mem.namespace))
     assert len(mem.history()) == added + 1
     mem.close()
+
+
+def test_llm_fact_operations_become_cold_tier_changes(server, tmp_path):
+    from memos.llm import LLMFactExtractor
+    from memos.store import Store
+    from memos.tiers.cold import ColdTier, FactCandidate
+
+    cold = ColdTier(Store(tmp_path / "f.db").engine, "u/a/s")
+    (addr,) = cold.apply([FactCandidate("identifier", "address", "1 Elm Road", single=True, source_seq=1)])
+    (tea,) = cold.apply([FactCandidate("preference", "tea", "I like green tea.", pinned=True, source_seq=1)])
+    server.fact_ops = [
+        {"op": "UPDATE", "kind": "identifier", "key": "shipping address", "value": "9 Oak Street", "fact_id": addr.fact.id, "source_seq": 5},
+        {"op": "INVALIDATE", "kind": "preference", "key": "tea", "value": "", "fact_id": tea.fact.id, "source_seq": 5},
+        {"op": "ADD", "kind": "constraint", "key": "no calls", "value": "Never call after 8pm.", "fact_id": None, "source_seq": 5},
+        {"op": "NOOP", "kind": "fact", "key": "x", "value": "y", "fact_id": None, "source_seq": None},
+    ]
+    msgs = [Message(id="m5", seq=5, data={"role": "user", "content": "Use 9 Oak Street. No more tea. Never call after 8pm."}, tokens=9)]
+    found = LLMFactExtractor(config(server)).extract(msgs, cold.facts())
+    changes = cold.apply(found.candidates, found.invalidations)
+    assert [c.op.value for c in changes] == ["INVALIDATE", "UPDATE", "ADD"]
+    current = {f.key: f for f in cold.facts()}
+    assert current["address"].value == "9 Oak Street" and "tea" not in current
+    assert current["no calls"].pinned and current["no calls"].kind == "constraint"
+    body = server.requests[-1]
+    assert body["tool_choice"]["function"]["name"] == "record_facts" and body["temperature"] == 0
+    assert f"[{addr.fact.id}] identifier address: 1 Elm Road" in body["messages"][1]["content"]
+    server.fact_ops = [{"op": "ADD"}]  # malformed operations are an error the caller falls back from
+    with pytest.raises(LLMError, match="malformed record_facts"):
+        LLMFactExtractor(config(server)).extract(msgs, [])

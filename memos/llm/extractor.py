@@ -116,11 +116,15 @@ class LLMFactExtractor:
         invs: list[Invalidation] = []
         for op in ops:
             seq = op.source_seq if op.source_seq is not None else newest
-            if op.op == "NOOP" or not op.key.strip() or not op.value.strip():
+            if op.op == "NOOP":
                 continue
             if op.op == "INVALIDATE":
                 target = by_id.get(op.fact_id) if op.fact_id is not None else None
-                invs.append(Invalidation(target.value if target else op.value, ids, seq, fact_id=op.fact_id))
+                if target is not None or op.value.strip():
+                    invs.append(Invalidation(target.value if target else op.value, ids, seq,
+                                             fact_id=target.id if target else None))
+                continue
+            if not op.key.strip() or not op.value.strip():
                 continue
             key = op.key
             if op.op == "UPDATE" and op.fact_id in by_id:
