@@ -3,7 +3,8 @@
 :class:`RuleExtractor` reads messages and proposes facts for the cold tier:
 
 - user messages: constraints (English and Chinese phrasing, pinned), preferences
-  ("I prefer", "I don't eat", "我喜欢", "我不吃", pinned), addresses (one current value:
+  ("I prefer", "I don't eat", "我不吃": pinned; "I love", "我喜欢": kept, shown when
+  relevant), addresses (one current value:
   a new one supersedes the old), "my X is Y" statements, identifiers, and revocations
   ("I no longer …", "不再 …");
 - assistant messages: decisions ("booked", "confirmed", "decided", …) and identifiers;
@@ -40,10 +41,17 @@ ADDRESS = re.compile(
 )
 _ZH_ADDRESS = re.compile(r"[\u4e00-\u9fff]{2,}(?:路|街|大道|巷)\d+号(?:[\u4e00-\u9fff\d]*室)?")
 
-_PREFERENCE = re.compile(
-    r"\b(?:i (?:really )?(?:prefer|like|love|enjoy|hate|dislike|can't stand)|i (?:don'?t|do not|never) "
-    r"(?:eat|drink|like|want|use)|i'?m (?:a )?(?:vegetarian|vegan|allergic)|my favou?rite)\b"
-    r"|我(?:很|最|比较)?(?:喜欢|爱|偏好|讨厌)|我不(?:吃|喝|喜欢|要)|我对.{1,8}过敏|我是素食",
+# Preferences that bind what the assistant suggests are pinned; tastes ("I love hiking")
+# are kept as facts, found when relevant, so a chatty session does not fill every prompt.
+_STRONG_PREFERENCE = re.compile(
+    r"\b(?:i (?:really |strongly )?(?:prefer|dislike|can'?t stand)|i (?:don'?t|do not|never|can'?t|cannot) "
+    r"(?:eat|drink|like|want|use|stand|have)|i'?m (?:a )?(?:vegetarian|vegan|allergic|lactose|gluten)|i am (?:a )?"
+    r"(?:vegetarian|vegan|allergic))\b"
+    r"|我(?:很|最|比较)?(?:偏好|讨厌)|我不(?:吃|喝|喜欢|要)|我对.{1,8}过敏|我是素食",
+    re.IGNORECASE,
+)
+_SOFT_PREFERENCE = re.compile(
+    r"\b(?:i (?:really )?(?:like|love|enjoy|hate|adore)|my favou?rite)\b|我(?:很|最|比较)?(?:喜欢|爱)",
     re.IGNORECASE,
 )
 _REVOKE = re.compile(
@@ -125,9 +133,10 @@ class RuleExtractor:
         for sentence in split_sentences(text):
             if _REVOKE.search(sentence):
                 invs.append(Invalidation(sentence, src, m.seq))
-            if _PREFERENCE.search(sentence):
+            strong = bool(_STRONG_PREFERENCE.search(sentence))
+            if strong or _SOFT_PREFERENCE.search(sentence):
                 cands.append(FactCandidate("preference", normalize(sentence)[:160], sentence, src, m.seq,
-                                           pinned=self.pin_preferences))
+                                           pinned=strong and self.pin_preferences))
             elif is_constraint(sentence) and m.role == "user":
                 cands.append(FactCandidate("constraint", normalize(sentence)[:160], sentence, src, m.seq, pinned=True))
             for mx in _MY_X_IS.finditer(sentence):

@@ -28,7 +28,7 @@ def kinds(extraction):
     [
         ("I prefer aisle seats.", "preference"),
         ("I don't eat pork.", "preference"),
-        ("我喜欢安静的酒店。", "preference"),
+        ("I'm allergic to shellfish.", "preference"),
         ("我不吃香菜。", "preference"),
         ("Never call me after 8pm.", "constraint"),
         ("预算不超过500元。", "constraint"),
@@ -37,6 +37,21 @@ def kinds(extraction):
 def test_preferences_and_constraints_are_pinned(text, kind):
     (c,) = [c for c in extract(user(text)).candidates if c.kind in ("preference", "constraint")]
     assert c.kind == kind and c.pinned and c.value == text and c.source_ids == ("m0",)
+
+
+@pytest.mark.parametrize("text", ["I love hiking in the hills.", "I really enjoy jazz.", "我喜欢安静的酒店。"])
+def test_tastes_are_preference_facts_but_not_pinned(text):
+    (c,) = [c for c in extract(user(text)).candidates if c.kind == "preference"]
+    assert c.value == text and not c.pinned
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["That must've been breathtaking!", "You must love it.", "Can't wait to share with my customers.",
+     "I'll never forget that day.", "Keep going and never give up!", "We don't go often."],
+)
+def test_chit_chat_is_not_a_constraint(text):
+    assert not [c for c in extract(user(text)).candidates if c.kind == "constraint"]
 
 
 def test_identifiers_and_addresses_from_a_user_message():

@@ -176,10 +176,19 @@ class PinGuard(Guard):
         return Verdict.PIN if any(m.pinned for m in unit.messages) else Verdict.EVICT
 
 
+_VERBS = (r"(?:eat|drink|book|schedule|call|phone|text|email|send|use|want|suggest|recommend|share my|tell anyone|"
+          r"contact|fly|travel|buy|order|pay|reply|respond|answer in|write in|speak|mention|include|"
+          r"drive|serve|cook|choose|sign|post|publish|delete|remove|cc|disclose|exceed|charge)")
+# Rules a user sets, not sentiment: "never book ...", "don't call ...", "always reply ...",
+# "you must ...", "no more than 3", "I'm allergic"; not "can't wait", "must have been", "I'll never forget".
 _EN_CONSTRAINT = re.compile(
-    r"\b(never|must(?:n't| not)?|always|at most|at least|no more than|no less than|not more than|"
-    r"don'?t|do not|doesn'?t|does not|can'?t|cannot|won'?t|avoid|allergic|forbidden|"
-    r"under no circumstances|make sure|be sure to|not allowed|only ever|limit(?:ed)? to)\b",
+    rf"\b(?:never|don'?t|do not|doesn'?t|does not|won'?t|will not|mustn'?t|must not|cannot|can'?t|shouldn'?t|"
+    rf"should not|not allowed to|always|only ever)\s+(?:\w+\s+)?{_VERBS}\b"
+    rf"|\b(?:you|we|i|they|it)\s+must\b(?!\s*'?ve\b|\s+(?:really\s+)?(?:have|be|feel|look|sound|seem|mean|admit|know|love|enjoy|miss|make|add|remind|think)\b)"
+    rf"|\b(?:at most|at least|no more than|not more than|no less than|up to|maximum of|minimum of)\s+[$€£¥]?\d"
+    rf"|\bno more than\s+(?:one|two|three|four|five|six|seven|eight|nine|ten)\b"
+    rf"|\b(?:i'?m|i am|is|are)\s+(?:allergic|intolerant)\b|\b(?:forbidden|under no circumstances|not allowed)\b"
+    rf"|\b(?:please|i|we)\s+(?:\w+\s+)?avoid\b|\blimit(?:ed)? to\s+[$€£¥]?\d",
     re.IGNORECASE,
 )
 # "budget" constrains only when it comes with an amount: "my budget is $180", "budget of 200 euros".
