@@ -59,6 +59,7 @@ _REVOKE = re.compile(
     r"doesn'?t apply|does not apply|disregard)\b|\b(?:now|again) (?:i )?(?:eat|like|want)\b|不再|取消|算了|不用了|可以吃",
     re.IGNORECASE,
 )
+_FIRM_DECISION = re.compile(r"\b(booked|confirmed|decided|chose)\b", re.I)
 _MY_X_IS = re.compile(r"\bmy ((?:[a-z]+ ){0,2}[a-z]+) (?:is|are|was changed to|is now) ([^.;!?\n]{2,80})", re.IGNORECASE)
 _ADDRESS_FIELDS = re.compile(r"(?:^|_)(?:address|ship_to|shipping|deliver_to|delivery)(?:_|$)", re.I)
 _ID_FIELDS = re.compile(r"(?:^|_)(?:id|ids|ref|reference|tracking|number|code|email|url|sku|confirmation)(?:_|$)", re.I)
@@ -148,7 +149,7 @@ class RuleExtractor:
     def _assistant(self, m: Message, src: tuple[str, ...], cands: list[FactCandidate]) -> None:
         text = m.text
         for sentence in split_sentences(text):
-            if DECISION.search(sentence) and (find_identifiers(sentence) or re.search(r"\b(booked|confirmed|decided|chose)\b", sentence, re.I)):
+            if DECISION.search(sentence) and (find_identifiers(sentence) or _FIRM_DECISION.search(sentence)):
                 cands.append(FactCandidate("decision", normalize(sentence)[:160], sentence, src, m.seq, confidence=0.7))
         self._identifiers(text, src, m.seq, cands)
 

@@ -13,8 +13,8 @@ import json
 import os
 import time
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from .config import MemosSettings
 from .embeddings import ChromaEmbedder, Embedder, MiniLMEmbedder, load_embedder
 from .errors import BudgetExceeded
 from .extract import FactExtractor, RuleExtractor, identifier_facts, message_source
+from .llm import LLMConfig, LLMFactExtractor, LLMSummarizer, make_client
 from .messages import Message, validate_batch
 from .paging.context import (
     assemble,
@@ -48,9 +49,8 @@ from .store import Demotion, Store, SummaryRow, namespace_key, validate_namespac
 from .tiers.archival import ArchivalTier, ArchiveBackend, ArchiveItem, ChromaBackend, Hit, rrf
 from .tiers.cold import ColdTier, Fact, FactCandidate, FactChange, ForgetRecord, Invalidation
 from .tiers.hot import Unit, group_units, placeholder, render_text, tool_names
-from .tiers.warm import ExtractiveSummarizer, SummaryPlan, Summarizer, fit_summary, prepare_summary
+from .tiers.warm import ExtractiveSummarizer, Summarizer, SummaryPlan, fit_summary, prepare_summary
 from .tokens import REPLY_PRIMING, TokenCounter, default_counter
-from .llm import LLMConfig, LLMFactExtractor, LLMSummarizer, make_client
 from .tools_schema import TOOLS, dispatch
 
 __all__ = ["Memory", "MemoryStats", "PagingEvent"]
@@ -502,7 +502,7 @@ class Memory:
                         tier[i] = replace(m, pinned=pinned)
                         self.store.set_flags(self.namespace, [message_id], pinned=pinned)
                     return
-        for m, tier_name, _ in self.store.load_messages(self.namespace):
+        for m, _tier, _ in self.store.load_messages(self.namespace):
             if m.id == message_id:
                 if pinned:
                     self.store.set_flags(self.namespace, [message_id], pinned=True, tier="pinned")

@@ -21,7 +21,8 @@ _IDENTIFIER_PARTS = [
     r"\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*\.? \d{1,2}(?:st|nd|rd|th)?,? \d{4}\b",
     r"\b\d{1,2} (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*,? \d{4}\b",
     r"\d{4}年\d{1,2}月\d{1,2}日",
-    r"\b\d{1,5} [A-Z][a-z]+(?: [A-Z][a-z]+)* (?:Street|St|Avenue|Ave|Road|Rd|Lane|Ln|Boulevard|Blvd|Drive|Dr|Way|Court|Ct|Place|Pl)\b\.?",
+    r"\b\d{1,5} [A-Z][a-z]+(?: [A-Z][a-z]+)* "
+    r"(?:Street|St|Avenue|Ave|Road|Rd|Lane|Ln|Boulevard|Blvd|Drive|Dr|Way|Court|Ct|Place|Pl)\b\.?",
     r"\+?\d[\d -]{7,}\d",  # phone numbers
 ]
 IDENTIFIER = re.compile("|".join(f"(?:{p})" for p in _IDENTIFIER_PARTS))
@@ -38,7 +39,9 @@ DECISION = re.compile(
     r"switch(?:ed)? to|actually|correction|changed)\b|决定|确认|改成|换成",
     re.I,
 )
-FAILURE = re.compile(r"\b(?:error|failed|failure|unable|rejected|not available|unavailable|denied|invalid|timeout|sold out)\b|失败|错误", re.I)
+FAILURE = re.compile(
+    r"\b(?:error|failed|failure|unable|rejected|not available|unavailable|denied|invalid|timeout|sold out)\b|失败|错误", re.I
+)
 
 
 def find_identifiers(text: str) -> list[str]:

@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlalchemy import UniqueConstraint, event, func, text
 from sqlalchemy.engine import Engine
-from sqlmodel import Field, Session, SQLModel, create_engine, select
+from sqlmodel import Field, Session, SQLModel, col, create_engine, select
 
 from .errors import InvalidNamespace
 from .messages import Message
@@ -192,7 +192,7 @@ class Store:
     def load_messages(self, ns: Namespace) -> list[tuple[Message, str, bool]]:
         """Every logged message of ``ns`` in order, with its tier and compacted flag."""
         with Session(self.engine, expire_on_commit=False) as s:
-            rows = s.exec(select(MessageRow).where(MessageRow.namespace == _ns_key(ns)).order_by(MessageRow.seq)).all()
+            rows = s.exec(select(MessageRow).where(MessageRow.namespace == _ns_key(ns)).order_by(col(MessageRow.seq))).all()
             return [(_to_message(r), r.tier, r.compacted) for r in rows]
 
     def next_seq(self, ns: Namespace) -> int:
@@ -227,7 +227,7 @@ class Store:
         if not ids:
             return
         with Session(self.engine, expire_on_commit=False) as s:
-            rows = s.exec(select(MessageRow).where(MessageRow.namespace == _ns_key(ns), MessageRow.id.in_(ids))).all()  # type: ignore[attr-defined]
+            rows = s.exec(select(MessageRow).where(MessageRow.namespace == _ns_key(ns), col(MessageRow.id).in_(ids))).all()
             for r in rows:
                 for k, v in values.items():
                     setattr(r, k, v)
@@ -241,7 +241,7 @@ class Store:
         with Session(self.engine, expire_on_commit=False) as s:
             if also is not None:
                 also(s)
-            rows = s.exec(select(MessageRow).where(MessageRow.namespace == _ns_key(ns), MessageRow.id.in_(list(ids)))).all()  # type: ignore[attr-defined]
+            rows = s.exec(select(MessageRow).where(MessageRow.namespace == _ns_key(ns), col(MessageRow.id).in_(list(ids)))).all()
             for r in rows:
                 r.compacted = True
                 s.add(r)
@@ -263,7 +263,7 @@ class Store:
             if also is not None:
                 also(s)
             ids = list(d.warm_ids) + list(d.pinned_ids)
-            rows = s.exec(select(MessageRow).where(MessageRow.namespace == key, MessageRow.id.in_(ids))).all()  # type: ignore[attr-defined]
+            rows = s.exec(select(MessageRow).where(MessageRow.namespace == key, col(MessageRow.id).in_(ids))).all()
             pinned = set(d.pinned_ids)
             for r in rows:
                 r.tier = "pinned" if r.id in pinned else "warm"
@@ -291,18 +291,20 @@ class Store:
         """The newest summary version of ``ns``, if any."""
         with Session(self.engine, expire_on_commit=False) as s:
             return s.exec(
-                select(SummaryRow).where(SummaryRow.namespace == _ns_key(ns)).order_by(SummaryRow.version.desc())  # type: ignore[attr-defined]
+                select(SummaryRow).where(SummaryRow.namespace == _ns_key(ns)).order_by(col(SummaryRow.version).desc())
             ).first()
 
     def summaries(self, ns: Namespace) -> list[SummaryRow]:
         """Every summary version of ``ns``, oldest first."""
         with Session(self.engine, expire_on_commit=False) as s:
-            return list(s.exec(select(SummaryRow).where(SummaryRow.namespace == _ns_key(ns)).order_by(SummaryRow.version)).all())
+            q = select(SummaryRow).where(SummaryRow.namespace == _ns_key(ns)).order_by(col(SummaryRow.version))
+            return list(s.exec(q).all())
 
     def compactions(self, ns: Namespace) -> list[CompactionRow]:
         """Every compaction event of ``ns``, oldest first."""
         with Session(self.engine, expire_on_commit=False) as s:
-            return list(s.exec(select(CompactionRow).where(CompactionRow.namespace == _ns_key(ns)).order_by(CompactionRow.id)).all())  # type: ignore[arg-type]
+            q = select(CompactionRow).where(CompactionRow.namespace == _ns_key(ns)).order_by(col(CompactionRow.id))
+            return list(s.exec(q).all())
 
 
 def _to_message(r: MessageRow) -> Message:

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from memos import Memory
-from memos.tiers.cold import ColdTier, Fact, FactCandidate, FactOp, decide
 from memos.store import Store
+from memos.tiers.cold import ColdTier, Fact, FactCandidate, FactOp, decide
 from tests.conftest import assistant, tool_chain, user
 
 ADDRESSES = ["12 Baker Street, London NW1 6XE", "14 Rua Augusta, 1100-053 Lisbon", "42 Rua do Ouro, 1100-060 Lisbon"]

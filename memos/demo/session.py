@@ -46,6 +46,9 @@ _DISHES = ["bacalhau à brás", "grilled sardines", "caldo verde", "pastel de na
            "polvo à lagareiro", "bifana", "piri-piri chicken", "cataplana", "feijoada"]
 _SIGHTS = ["Jerónimos Monastery", "Belém Tower", "São Jorge Castle", "Gulbenkian Museum", "LX Factory",
            "Oceanário", "MAAT", "Tile Museum", "Santa Justa Lift", "Pena Palace"]
+_PLACE_KINDS = ["Casa", "Taberna", "O Cantinho", "Tasca", "Café"]
+_PLACE_NAMES = ["do Mar", "da Sé", "Lisboeta", "Azul", "Velha", "do Bairro"]
+_HOTEL_KINDS = ["Suites", "Boutique", "Inn", "Palace", "Lofts"]
 _SMALL_TALK = ["Thanks!", "Great, thank you.", "ok", "Sounds good.", "Perfect!", "Cool, got it."]
 
 
@@ -70,7 +73,10 @@ class Step:
 
     def tool_messages(self) -> list[dict[str, Any]]:
         """The tool results this step adds, one per call (none for a memory-tool step)."""
-        return [{"role": "tool", "tool_call_id": c["id"], "content": r} for c, r in zip(self.tool_calls, self.results)]
+        if self.memory_tool:
+            return []
+        pairs = zip(self.tool_calls, self.results, strict=True)
+        return [{"role": "tool", "tool_call_id": c["id"], "content": r} for c, r in pairs]
 
 
 @dataclass(frozen=True)
@@ -103,7 +109,7 @@ class _Builder:
         for i in range(6):
             dish = rng.choice(_DISHES)
             items.append({
-                "name": f"{rng.choice(['Casa', 'Taberna', 'O Cantinho', 'Tasca', 'Café'])} {rng.choice(['do Mar', 'da Sé', 'Lisboeta', 'Azul', 'Velha', 'do Bairro'])} {i + 1}",
+                "name": f"{rng.choice(_PLACE_KINDS)} {rng.choice(_PLACE_NAMES)} {i + 1}",
                 "area": area, "cuisine": cuisine, "rating": round(rng.uniform(3.6, 4.9), 1),
                 "price_eur": rng.randint(12, 48), "signature_dish": dish,
                 "spicy": dish == "piri-piri chicken", "opens": f"{rng.choice([8, 9, 11, 12, 18])}:00",
@@ -113,7 +119,7 @@ class _Builder:
 
     def hotels(self, area: str) -> str:
         rng = self.rng
-        items = [{"hotel_id": f"HTL-{rng.randint(1000, 9999)}", "name": f"{area} {rng.choice(['Suites', 'Boutique', 'Inn', 'Palace', 'Lofts'])}",
+        items = [{"hotel_id": f"HTL-{rng.randint(1000, 9999)}", "name": f"{area} {rng.choice(_HOTEL_KINDS)}",
                   "price_per_night_usd": rng.randint(95, 260), "rating": round(rng.uniform(3.8, 4.9), 1),
                   "check_in_from": "15:00", "breakfast": rng.choice([True, False]),
                   "notes": "Quiet street, 5 minutes from the tram; free cancellation up to 48 hours before arrival."}
@@ -135,8 +141,8 @@ def demo_session(turns: int = 220, seed: int = 7) -> list[Turn]:
     rng = b.rng
     b.turn("Hi Aria! I'm planning a week in Lisbon in June and I also need help with an online order.",
            Step(reply="Happy to help with both. Tell me what matters to you and I'll keep it in mind."))
-    for i, c in enumerate(CONSTRAINTS):
-        b.turn(c, Step(reply="Noted, I will stick to that for the whole trip."), tag="constraint")
+    for rule in CONSTRAINTS:
+        b.turn(rule, Step(reply="Noted, I will stick to that for the whole trip."), tag="constraint")
     c = b.call("get_order", order_id=ORDER_ID)
     b.turn(f"First, can you check my order {ORDER_ID}? It's the rain jacket and the travel adapter.",
            Step((c,), (json.dumps({"order_id": ORDER_ID, "status": "processing", "items": [
@@ -144,7 +150,8 @@ def demo_session(turns: int = 220, seed: int = 7) -> list[Turn]:
                {"sku": "TA-0451", "name": "EU travel adapter", "qty": 2, "price_usd": 12.5}],
                "total_usd": 114.0, "ship_to": "221B Baker Street, London NW1 6XE",
                "placed": "2026-05-20"}),)),
-           Step(reply=f"Order {ORDER_ID} is processing: a rain jacket and two adapters, $114.00 total, currently set to ship to London."),
+           Step(reply=f"Order {ORDER_ID} is processing: a rain jacket and two adapters, $114.00 total, "
+                      "currently set to ship to London."),
            tag="order")
     c = b.call("update_address", order_id=ORDER_ID, address=FIRST_ADDRESS)
     b.turn(f"Please ship it to my Lisbon flat instead: {FIRST_ADDRESS}.",
@@ -153,7 +160,8 @@ def demo_session(turns: int = 220, seed: int = 7) -> list[Turn]:
     c = b.call("track_shipment", order_id=ORDER_ID)
     b.turn("And the tracking number?",
            Step((c,), (json.dumps({"order_id": ORDER_ID, "carrier": "UPS", "tracking": TRACKING,
-                                   "eta": "2026-06-03", "events": [{"at": "2026-05-21T10:02", "where": "London", "what": "label created"}]}),)),
+                                   "eta": "2026-06-03",
+                                   "events": [{"at": "2026-05-21T10:02", "where": "London", "what": "label created"}]}),)),
            Step(reply=f"UPS tracking number {TRACKING}, expected on 2026-06-03."), tag="order")
 
     correction_at = turns // 2

@@ -107,7 +107,9 @@ def complete(client: openai.OpenAI, config: LLMConfig, messages: list[dict[str, 
     try:
         for attempt in retrying:
             with attempt:
-                return client.chat.completions.create(model=config.model, messages=messages, temperature=0, **kwargs)
+                return client.chat.completions.create(
+                    model=config.model, messages=messages, temperature=0, **kwargs  # type: ignore[arg-type]
+                )
     except Exception as exc:
         raise LLMError(f"{type(exc).__name__}: {exc}") from exc
     raise LLMError("no attempt was made")  # pragma: no cover - Retrying always attempts once

@@ -98,7 +98,7 @@ def find_soft_compactions(
     chosen: list[str] = []
     freed = 0
     last = len(units) - keep_recent_units
-    for i, unit in enumerate(units[: max(0, last)]):
+    for unit in units[: max(0, last)]:
         if freed >= tokens_to_free:
             break
         if unit.in_flight or not unit.is_tool_chain:

@@ -184,7 +184,7 @@ class ChromaBackend:
         res = self._collection(namespace).query(query_embeddings=[embedding], n_results=n, include=["distances"])
         ids = res["ids"][0] if res["ids"] else []
         dists = (res.get("distances") or [[]])[0] or [0.0] * len(ids)
-        return list(zip(ids, (float(d) for d in dists)))
+        return list(zip(ids, (float(d) for d in dists), strict=True))
 
     def delete(self, namespace: str) -> None:
         """Drop the namespace's collection."""
@@ -449,7 +449,7 @@ class ArchivalTier:
                     params={"q": match, "ns": self.namespace, "k": n},
                 ).all()
                 return [str(r[0]) for r in rows]
-            cond = None
+            cond: Any = None
             for t in terms:
                 c = col(ArchiveItem.text).ilike(f"%{t}%")
                 cond = c if cond is None else cond | c

@@ -170,8 +170,8 @@ _STOP = {
     "the", "and", "for", "that", "this", "with", "you", "your", "are", "was", "not", "but", "have", "has",
     "any", "all", "can", "will", "would", "should", "what", "when", "where", "from", "into", "about", "there",
     "their", "they", "them", "then", "than", "just", "also", "more", "some", "please", "thanks", "don't",
-    "can", "could", "find", "tell", "show", "give", "know", "want", "need", "like", "how", "who", "why", "which",
-    "dont", "doesn't", "longer", "anymore", "now", "any", "again", "still", "only", "never", "always",
+    "could", "find", "tell", "show", "give", "know", "want", "need", "like", "how", "who", "why", "which",
+    "dont", "doesn't", "longer", "anymore", "now", "again", "still", "only", "never", "always",
 }
 
 
@@ -240,9 +240,9 @@ class ColdTier:
         """Apply invalidations, then candidates, in one transaction (``session``'s, if given)."""
         if session is None:
             with Session(self.engine, expire_on_commit=False) as s:
-                changes = self.apply(candidates, invalidations, session=s)
+                done = self.apply(candidates, invalidations, session=s)
                 s.commit()
-                return changes
+                return done
         changes: list[FactChange] = []
         now = time.time()
         forgotten = self._forgotten_keys(session)
@@ -430,7 +430,8 @@ class ColdTier:
             idx = _Index()
             with Session(self.engine, expire_on_commit=False) as s:
                 idx.values.update(normalize(v) for v in s.exec(select(Fact.value).where(Fact.namespace == self.namespace)).all())
-                self._forgotten = set(s.exec(select(ForgetRecord.value_sha256).where(ForgetRecord.namespace == self.namespace)).all())
+                q = select(ForgetRecord.value_sha256).where(ForgetRecord.namespace == self.namespace)
+                self._forgotten = set(s.exec(q).all())
             self._known = idx
         n = normalize(value)
         return n in self._known.values or hashlib.sha256(n.encode()).hexdigest() in self._forgotten

@@ -1,0 +1,20 @@
+"""The package type-checks (it ships py.typed) and passes the linter."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_mypy_finds_no_type_errors():
+    proc = subprocess.run([sys.executable, "-m", "mypy", "memos"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_ruff_finds_nothing():
+    proc = subprocess.run([sys.executable, "-m", "ruff", "check", "memos", "tests", "benchmarks"], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
