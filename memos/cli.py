@@ -151,6 +151,43 @@ def _chat(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from .bench.locomo import run_locomo
+
+    console = Console() if sys.stdout.isatty() else Console(width=140)
+    try:
+        budgets = [int(b) for b in args.budget.split(",") if b.strip()]
+    except ValueError:
+        console.print(f"[red]error:[/red] --budget takes numbers separated by commas, got {args.budget!r}")
+        return 2
+    if not budgets or min(budgets) < 256:
+        console.print("[red]error:[/red] every budget must be at least 256 tokens")
+        return 2
+    if not Path(args.data).is_file():
+        console.print(f"[red]error:[/red] no LoCoMo file at {args.data}")
+        return 2
+    with console.status("running LoCoMo") as status:
+        result = run_locomo(args.data, budgets=budgets, conversations=args.conversations, questions=args.questions,
+                            progress=lambda msg: status.update(f"running LoCoMo: {msg}"))
+    table = Table(title=f"LoCoMo ({result['params']['conversations']} conversations)")
+    for col in ("strategy", "budget", "evidence recall", "answer in context", "context tokens", "ms/turn", "ms/question"):
+        table.add_column(col, justify="left" if col == "strategy" else "right")
+    for r in result["results"]:
+        m = r["metrics"]
+        table.add_row(r["strategy"], str(r["budget"] or "none"), f"{m['evidence_recall']:.3f}",
+                      f"{m['answer_containment']:.3f}", f"{m['mean_context_tokens']:.0f}", f"{m['ms_per_turn']:.2f}",
+                      f"{m['ms_per_question']:.1f}")
+    console.print(table)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+        console.print(f"results: {Path(args.out).resolve()}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``memos`` console script."""
     parser = argparse.ArgumentParser(prog="memos", description="Tiered memory for LLM agents.")
@@ -171,7 +208,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     chat.add_argument("--max-steps", type=int, default=6, help="model calls per turn at most (default 6)")
     chat.add_argument("--llm-memory", action="store_true", help="let the same model write summaries and extract facts")
     chat.add_argument("--quiet", action="store_true", help="no banner")
+    bench = sub.add_parser("bench", help="benchmarks against the usual strategies (so far: locomo)")
+    bench_sub = bench.add_subparsers(dest="benchmark", required=True)
+    locomo = bench_sub.add_parser("locomo", help="LoCoMo evidence recall and answer containment under a budget")
+    locomo.add_argument("--data", default="../shared/data/locomo/locomo7.json", help="path of locomo7.json")
+    locomo.add_argument("--budget", default="2048", help="prompt budgets, comma-separated (default 2048)")
+    locomo.add_argument("--conversations", type=int, default=None, help="only the first N conversations")
+    locomo.add_argument("--questions", type=int, default=None, help="only the first N questions of each")
+    locomo.add_argument("--out", default=None, help="write the results as JSON here")
     args = parser.parse_args(argv)
+    if args.command == "bench":
+        return _bench(args)
     if args.command == "chat":
         if args.budget < 512:
             parser.error("--budget must be at least 512")

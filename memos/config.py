@@ -30,11 +30,13 @@ class MemosSettings:
     # Share of the budget the relevant (not pinned) facts may take.
     facts_share: float = 0.10
     # Share of the budget recalled archival items may take.
-    recall_share: float = 0.15
+    recall_share: float = 0.40
+    # Share of the budget held back for recall: paging thresholds apply to the rest.
+    recall_reserve: float = 0.30
     # Bring archival items relevant to the latest user message (or query) into the prompt.
     auto_recall: bool = True
     # Archival items auto-recall looks at for each prompt.
-    recall_top_k: int = 8
+    recall_top_k: int = 24
     # Auto-recall ignores dense matches less similar than this (cosine) to the user message.
     recall_min_similarity: float = 0.30
     # Share of the budget above which the agent sees a memory-pressure notice.
@@ -77,6 +79,8 @@ class MemosSettings:
             raise ValueError("keep_recent_units must be >= 1")
         if self.recall_top_k < 1:
             raise ValueError("recall_top_k must be >= 1")
+        if not 0.0 <= self.recall_reserve < 0.8:
+            raise ValueError(f"recall_reserve must be in [0, 0.8), got {self.recall_reserve!r}")
 
     @property
     def soft_tokens(self) -> int:

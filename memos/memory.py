@@ -714,14 +714,17 @@ class Memory:
         if total > s.budget_tokens and self._pending is not None:
             self._finish_pending(wait=True)  # the prompt cannot wait for the background demotion
             total = self._total(extra, query, rooms)
-        if total > s.soft_tokens:
-            self._soft_compact(total - s.soft_tokens)
+        # With auto-recall, the thresholds apply to the budget less the recall reserve.
+        scale = 1.0 - (s.recall_reserve if s.auto_recall else 0.0)
+        soft, hard, hot_target = int(s.soft_tokens * scale), int(s.hard_tokens * scale), int(s.hot_target_tokens * scale)
+        if total > soft:
+            self._soft_compact(total - soft)
             total = self._total(extra, query, rooms)
-        if total > s.hard_tokens:
+        if total > hard:
             hot = self._hot_tokens()
             # Down to the hot target, or lower when the other sections would leave the
             # context above the soft threshold (so the next turn does not demote again).
-            self._demote(max(0, min(s.hot_target_tokens, s.soft_tokens - (total - hot))))
+            self._demote(max(0, min(hot_target, soft - (total - hot))))
             total = self._total(extra, query, rooms)
         if total > s.budget_tokens:
             for guard in (self.guard, self._last_resort):

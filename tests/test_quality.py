@@ -9,8 +9,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_mypy_finds_no_type_errors():
-    proc = subprocess.run([sys.executable, "-m", "mypy", "memos"], cwd=ROOT, capture_output=True, text=True)
+def test_mypy_finds_no_type_errors(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "mypy"), "memos"], cwd=ROOT,
+                          capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 

@@ -1,0 +1,1 @@
+"""Benchmarks of memos against the strategies people use instead (``memos bench``)."""

@@ -1,0 +1,147 @@
+"""LoCoMo: is the evidence for each question in the prompt a strategy builds under a budget?
+
+Each conversation is replayed turn by turn (speaker A as ``user``, speaker B as
+``assistant``; each turn reads "Name: text", the first turn of a session carries the
+session's date, a shared image its caption). Then, for every question of categories 1-4,
+the strategy builds its prompt with the question as the query (questions are not
+stored), and the prompt is scored: evidence recall (share of the question's evidence
+turns whose text is in it) and answer containment (the gold answer string is in it).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..tokens import TokenCounter
+from .scoring import answer_contained, context_text, evidence_recall
+from .strategies import STRATEGIES, make_strategy
+
+__all__ = ["CATEGORIES", "Conversation", "load_locomo", "run_locomo"]
+
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """One LoCoMo conversation as chat messages, with its scored questions."""
+
+    sample_id: str
+    messages: tuple[dict[str, Any], ...]
+    turn_text: dict[str, str]  # dia_id -> the turn's text
+    questions: tuple[dict[str, Any], ...]
+
+
+def _sessions(conv: dict[str, Any]) -> Iterator[tuple[int, list[dict[str, Any]], str]]:
+    keys = [k for k in conv if k.startswith("session_") and not k.endswith("date_time")]
+    for k in sorted(keys, key=lambda k: int(k.split("_")[1])):
+        if isinstance(conv[k], list):
+            yield int(k.split("_")[1]), conv[k], str(conv.get(f"{k}_date_time", ""))
+
+
+def load_locomo(path: str | Path, *, conversations: int | None = None) -> list[Conversation]:
+    """Read ``locomo7.json``; malformed evidence ids ("D8:6; D9:17", "D") are split or skipped."""
+    data = json.loads(Path(path).read_text())
+    out: list[Conversation] = []
+    for item in data[:conversations]:
+        conv = item["conversation"]
+        a = conv["speaker_a"]
+        messages: list[dict[str, Any]] = []
+        texts: dict[str, str] = {}
+        for _, turns, date in _sessions(conv):
+            for i, t in enumerate(turns):
+                text = str(t.get("text", ""))
+                texts[str(t.get("dia_id"))] = text
+                body = f"{t['speaker']}: {text}"
+                if t.get("blip_caption"):
+                    body += f" [shares a photo: {t['blip_caption']}]"
+                if i == 0 and date:
+                    body = f"({date}) {body}"
+                messages.append({"role": "user" if t["speaker"] == a else "assistant", "content": body})
+        questions = []
+        for q in item.get("qa", []):
+            if q.get("category") not in CATEGORIES:
+                continue
+            ids = [e.strip() for raw in q.get("evidence", []) for e in str(raw).split(";")]
+            evidence = [texts[e] for e in ids if e in texts]
+            questions.append({"question": q["question"], "answer": q.get("answer"), "category": q["category"],
+                              "evidence": evidence})
+        out.append(Conversation(str(item.get("sample_id", len(out))), tuple(messages), texts, tuple(questions)))
+    return out
+
+
+def run_locomo(
+    data: str | Path,
+    *,
+    budgets: Sequence[int] = (2048,),
+    strategies: Sequence[str] = STRATEGIES,
+    conversations: int | None = None,
+    questions: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Run the benchmark; returns the JSON-able result (see ``memos bench locomo``)."""
+    counter = TokenCounter()
+    convs = load_locomo(data, conversations=conversations)
+    results = []
+    for budget in budgets:
+        for name in strategies:
+            if name == "full_history" and budget != budgets[0]:
+                continue  # no budget: the same at every budget
+            rec: list[float] = []
+            ans: list[float] = []
+            by_cat: dict[int, dict[str, list[float]]] = {c: {"evidence_recall": [], "answer_containment": []} for c in CATEGORIES}
+            tokens: list[int] = []
+            ingest_s = 0.0
+            turns = 0
+            query_ms: list[float] = []
+            over = 0
+            for conv in convs:
+                strat = make_strategy(name, counter, budget)
+                t0 = time.perf_counter()
+                for m in conv.messages:
+                    strat.add(m)
+                ingest_s += time.perf_counter() - t0
+                turns += len(conv.messages)
+                for q in conv.questions[:questions]:
+                    t1 = time.perf_counter()
+                    ctx = strat.context(q["question"])
+                    query_ms.append((time.perf_counter() - t1) * 1000)
+                    n = counter.count_messages(ctx)
+                    tokens.append(n)
+                    over += name != "full_history" and n > budget
+                    text = context_text(ctx)
+                    r = evidence_recall(text, q["evidence"])
+                    a = float(answer_contained(text, q["answer"]))
+                    if r is not None:
+                        rec.append(r)
+                        by_cat[q["category"]]["evidence_recall"].append(r)
+                    ans.append(a)
+                    by_cat[q["category"]]["answer_containment"].append(a)
+                strat.close()
+                if progress:
+                    progress(f"{name} @ {budget}: {conv.sample_id}")
+            results.append({
+                "strategy": name,
+                "budget": None if name == "full_history" else budget,
+                "metrics": {
+                    "evidence_recall": _mean(rec), "answer_containment": _mean(ans),
+                    "mean_context_tokens": round(_mean(tokens), 1), "ms_per_turn": round(ingest_s * 1000 / max(1, turns), 3),
+                    "ms_per_question": round(_mean(query_ms), 2), "questions": len(ans), "over_budget": over,
+                },
+                "by_category": {CATEGORIES[c]: {k: _mean(v) for k, v in d.items()} for c, d in by_cat.items()},
+            })
+    return {
+        "benchmark": "locomo",
+        "params": {"data": str(data), "budgets": list(budgets), "conversations": len(convs),
+                   "questions_per_conversation": questions, "tokens": counter.encoding_name,
+                   "embedding_model": "all-MiniLM-L6-v2", "llm": None},
+        "results": results,
+    }
+
+
+def _mean(values: Sequence[float]) -> float:
+    return round(sum(values) / len(values), 4) if values else 0.0

@@ -1,0 +1,232 @@
+"""Context strategies compared in the benchmarks, all on the same token counter and budget.
+
+- ``full_history``: every message (no budget): the upper bound and the cost reference;
+- ``sliding_window``: the most recent messages that fit;
+- ``summary_buffer``: one running summary (memos' offline summariser) + recent messages,
+  LangChain's ConversationSummaryBuffer;
+- ``rag_only``: recent messages + the older messages nearest to the query (dense top-k
+  from Chroma, all-MiniLM-L6-v2), no summary, no facts;
+- ``memos``: :class:`memos.Memory`.
+
+Every strategy appends the query as the last user message and stays within the budget
+(except ``full_history``).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..config import MemosSettings
+from ..embeddings import load_embedder
+from ..memory import Memory
+from ..messages import Message
+from ..tiers.archival import ChromaBackend
+from ..tiers.warm import ExtractiveSummarizer, SummaryPlan
+from ..tokens import REPLY_PRIMING, TokenCounter
+
+__all__ = ["STRATEGIES", "Strategy", "make_strategy"]
+
+
+class Strategy(Protocol):
+    """Takes messages one by one and builds a prompt for a query."""
+
+    name: str
+
+    def add(self, message: dict[str, Any]) -> None:
+        """Take the next message of the conversation."""
+        ...
+
+    def context(self, query: str) -> list[dict[str, Any]]:
+        """The prompt for ``query`` (appended as the last user message)."""
+        ...
+
+    def close(self) -> None:
+        """Release resources."""
+        ...
+
+
+def _fit_recent(messages: list[dict[str, Any]], sizes: list[int], room: int) -> list[dict[str, Any]]:
+    kept: list[dict[str, Any]] = []
+    for m, n in zip(reversed(messages), reversed(sizes), strict=True):
+        if n > room:
+            break
+        kept.append(m)
+        room -= n
+    return kept[::-1]
+
+
+class FullHistory:
+    """Every message; no budget."""
+
+    name = "full_history"
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.messages: list[dict[str, Any]] = []
+
+    def add(self, message: dict[str, Any]) -> None:
+        self.messages.append(message)
+
+    def context(self, query: str) -> list[dict[str, Any]]:
+        return [*self.messages, {"role": "user", "content": query}]
+
+    def close(self) -> None:
+        pass
+
+
+class SlidingWindow:
+    """The most recent messages that fit the budget."""
+
+    name = "sliding_window"
+
+    def __init__(self, counter: TokenCounter, budget: int) -> None:
+        self.counter, self.budget = counter, budget
+        self.messages: list[dict[str, Any]] = []
+        self.sizes: list[int] = []
+
+    def add(self, message: dict[str, Any]) -> None:
+        self.messages.append(message)
+        self.sizes.append(self.counter.count_message(message))
+
+    def context(self, query: str) -> list[dict[str, Any]]:
+        q = {"role": "user", "content": query}
+        room = self.budget - self.counter.count_message(q) - REPLY_PRIMING
+        return [*_fit_recent(self.messages, self.sizes, room), q]
+
+    def close(self) -> None:
+        pass
+
+
+class SummaryBuffer:
+    """A running summary of older messages plus the recent ones (LangChain style)."""
+
+    name = "summary_buffer"
+
+    def __init__(self, counter: TokenCounter, budget: int) -> None:
+        self.counter, self.budget = counter, budget
+        self.summarizer = ExtractiveSummarizer(counter)
+        self.summary = ""
+        self.recent: list[Message] = []
+        self.seq = 0
+
+    def add(self, message: dict[str, Any]) -> None:
+        self.recent.append(Message(id=str(self.seq), seq=self.seq, data=message, tokens=self.counter.count_message(message)))
+        self.seq += 1
+        if sum(m.tokens for m in self.recent) > self.budget * 0.6:
+            fold: list[Message] = []
+            while self.recent and sum(m.tokens for m in self.recent) > self.budget * 0.4:
+                fold.append(self.recent.pop(0))
+            plan = SummaryPlan("incremental" if self.summary else "full", self.summary or None, tuple(fold),
+                               int(self.budget * 0.25), fold[-1].seq)
+            self.summary = self.summarizer.summarize(plan)
+
+    def context(self, query: str) -> list[dict[str, Any]]:
+        q = {"role": "user", "content": query}
+        head = [{"role": "system", "content": "Summary of the conversation so far:\n" + self.summary}] if self.summary else []
+        room = self.budget - self.counter.count_messages([*head, q])
+        msgs = [m.data for m in self.recent]
+        return [*head, *_fit_recent(msgs, [m.tokens for m in self.recent], room), q]
+
+    def close(self) -> None:
+        pass
+
+
+class RagOnly:
+    """Recent messages (half the budget) plus the older messages nearest to the query."""
+
+    name = "rag_only"
+
+    def __init__(self, counter: TokenCounter, budget: int, top_k: int = 30) -> None:
+        self.counter, self.budget, self.top_k = counter, budget, top_k
+        self.messages: list[dict[str, Any]] = []
+        self.sizes: list[int] = []
+        self.embedded = 0
+        self.backend = ChromaBackend.ephemeral()
+        self.namespace = f"rag-{uuid.uuid4().hex}"
+        self.embedder = load_embedder()
+
+    def add(self, message: dict[str, Any]) -> None:
+        self.messages.append(message)
+        self.sizes.append(self.counter.count_message(message))
+
+    def _index(self) -> None:
+        if self.embedder is None or self.embedded == len(self.messages):
+            return
+        texts = [str(m.get("content") or "") for m in self.messages[self.embedded :]]
+        ids = [str(i) for i in range(self.embedded, len(self.messages))]
+        self.backend.upsert(self.namespace, ids, self.embedder(texts), texts, [{"i": int(i)} for i in ids])
+        self.embedded = len(self.messages)
+
+    def context(self, query: str) -> list[dict[str, Any]]:
+        q = {"role": "user", "content": query}
+        room = self.budget - self.counter.count_message(q) - REPLY_PRIMING
+        recent = _fit_recent(self.messages, self.sizes, room // 2)
+        first_recent = len(self.messages) - len(recent)
+        lines: list[str] = []
+        if self.embedder is not None and first_recent > 0:
+            self._index()
+            vec = self.embedder([query])[0]
+            header = self.counter.count_message({"role": "system", "content": "Relevant earlier messages:\n"})
+            left = room - sum(self.sizes[first_recent:]) - header
+            for i, _ in self.backend.query(self.namespace, vec, self.top_k):
+                idx = int(i)
+                if idx >= first_recent:
+                    continue
+                line = f"- {self.messages[idx].get('content')}"
+                cost = self.counter.count(line) + 1
+                if cost <= left:
+                    lines.append(line)
+                    left -= cost
+        head = [{"role": "system", "content": "Relevant earlier messages:\n" + "\n".join(lines)}] if lines else []
+        return [*head, *recent, q]
+
+    def close(self) -> None:
+        self.backend.delete(self.namespace)
+
+
+class MemosStrategy:
+    """memos itself, on a SQLite file and a Chroma folder of its own."""
+
+    name = "memos"
+
+    def __init__(self, counter: TokenCounter, budget: int, settings: MemosSettings | None = None) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="memos-bench-"))
+        base = settings or MemosSettings()
+        from dataclasses import replace
+
+        self.memory = Memory("bench", store=self.dir / "memos.db", settings=replace(base, budget_tokens=budget),
+                             counter=counter)
+        self.flushed = False
+
+    def add(self, message: dict[str, Any]) -> None:
+        self.memory.add(message)
+        self.flushed = False
+
+    def context(self, query: str) -> list[dict[str, Any]]:
+        if not self.flushed:
+            self.memory.flush()  # every archived vector written before it is asked
+            self.flushed = True
+        return self.memory.context(query=query)
+
+    def close(self) -> None:
+        self.memory.close()
+
+
+STRATEGIES = ("full_history", "sliding_window", "summary_buffer", "rag_only", "memos")
+
+
+def make_strategy(name: str, counter: TokenCounter, budget: int) -> Strategy:
+    """A fresh strategy by name."""
+    if name == "full_history":
+        return FullHistory(counter)
+    if name == "sliding_window":
+        return SlidingWindow(counter, budget)
+    if name == "summary_buffer":
+        return SummaryBuffer(counter, budget)
+    if name == "rag_only":
+        return RagOnly(counter, budget)
+    if name == "memos":
+        return MemosStrategy(counter, budget)
+    raise ValueError(f"unknown strategy {name!r}; expected one of {STRATEGIES}")
