@@ -566,6 +566,18 @@ class Memory:
         self._section_cache[key] = out
         return out
 
+    def _fit_section(self, make: Callable[[Sequence[str]], dict[str, Any] | None], lines: list[str],
+                     limit: int) -> tuple[dict[str, Any] | None, int]:
+        """The section message for ``lines``, dropping its last lines until its real token
+        count is within ``limit`` (line costs added up can differ from the whole by a token or two)."""
+        while lines:
+            msg = make(lines)
+            tokens = self.counter.count_message(msg) if msg else 0
+            if tokens <= limit:
+                return msg, tokens
+            lines = lines[:-1]
+        return None, 0
+
     def _relevance_text(self, query: str | None) -> str:
         if query is not None:
             return query
@@ -599,8 +611,7 @@ class Memory:
                     continue
                 chosen.append(line)
                 used += cost
-            msg = facts_message(chosen)
-            tokens = self.counter.count_message(msg) if msg else 0
+            msg, tokens = self._fit_section(facts_message, chosen, limit)
         out = (msg, tokens)
         if len(self._section_cache) > 128:
             self._section_cache.clear()
@@ -619,6 +630,9 @@ class Memory:
             text = fit_summary(text, max(0, room - 40), self.counter) if room > 40 else ""
         msg = summary_message(text, self._summary.through_seq)
         out = (msg, self.counter.count_message(msg) if msg else 0)
+        if room is not None and out[1] > room:
+            out = self._fit_section(lambda lines: summary_message("\n".join(lines), self._summary.through_seq)  # type: ignore[union-attr]
+                                    if lines else None, text.splitlines(), room)
         if len(self._section_cache) > 64:
             self._section_cache.clear()
         self._section_cache[key] = out
@@ -659,8 +673,7 @@ class Memory:
                 continue
             lines.append(line)
             used += cost
-        msg = recall_message(lines) if limit > 40 else None
-        out = (msg, self.counter.count_message(msg) if msg else 0)
+        out = self._fit_section(recall_message, lines, limit)
         if len(self._section_cache) > 128:
             self._section_cache.clear()
         self._section_cache[key] = out
@@ -678,24 +691,31 @@ class Memory:
         return system + pinned + facts + summary + recall + self._hot_tokens() + extra + REPLY_PRIMING
 
     def _build(self, query_msg: dict[str, Any] | None, query: str | None, rooms: _Rooms) -> list[dict[str, Any]]:
+        """The prompt from sections computed once each; the pressure notice and then the
+        recalled memory take only the room the others leave."""
         units = group_units(self._hot)
         names = tool_names(units)
-        hot = [d for u in units for d, _ in self._render_unit(u, names)]
+        rendered = [r for u in units for r in self._render_unit(u, names)]
+        pinned, pinned_t = self._pinned_section()
+        facts, facts_t = self._facts_section(query, rooms.facts)
+        summary, summary_t = self._summary_section(rooms.summary)
+        budget = self.settings.budget_tokens
+        base = (sum(m.tokens for m in self._system) + pinned_t + facts_t + summary_t + sum(t for _, t in rendered)
+                + (self.counter.count_message(query_msg) if query_msg else 0) + REPLY_PRIMING)
         notice = None
-        if self.settings.pressure_notice:
-            extra = self.counter.count_message(query_msg) if query_msg else 0
-            total = self._total(extra, query, rooms)
-            if total > self.settings.budget_tokens * self.settings.warning_threshold:
-                notice = pressure_message(total / self.settings.budget_tokens)
-                if total + self.counter.count_message(notice) > self.settings.budget_tokens:
-                    notice = None
+        if self.settings.pressure_notice and base > budget * self.settings.warning_threshold:
+            notice = pressure_message(base / budget)
+            if base + self.counter.count_message(notice) > budget:
+                notice = None
+        room = budget - base - (self.counter.count_message(notice) if notice else 0)
+        recalled, _ = self._recall_section(query, max(0, min(_recall_room(rooms), room)))
         out = assemble(
             system=[m.data for m in self._system],
-            pinned=self._pinned_section()[0],
-            facts=self._facts_section(query, rooms.facts)[0],
-            summary=self._summary_section(rooms.summary)[0],
-            recalled=self._recall_section(query, _recall_room(rooms))[0],
-            hot=hot,
+            pinned=pinned,
+            facts=facts,
+            summary=summary,
+            recalled=recalled,
+            hot=[d for d, _ in rendered],
             query=query_msg,
             notice=notice,
         )
