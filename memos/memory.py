@@ -47,7 +47,7 @@ from .paging.guards import (
 from .paging.pager import CutPoint, find_cut_point, find_soft_compactions
 from .store import Demotion, Store, SummaryRow, namespace_key, validate_namespace
 from .tiers.archival import ArchivalTier, ArchiveBackend, ArchiveItem, ChromaBackend, Hit, rrf
-from .tiers.cold import ColdTier, Fact, FactCandidate, FactChange, ForgetRecord, Invalidation
+from .tiers.cold import ColdTier, Fact, FactCandidate, ForgetRecord, Invalidation
 from .tiers.hot import Unit, group_units, placeholder, render_text, tool_names
 from .tiers.warm import ExtractiveSummarizer, Summarizer, SummaryPlan, fit_summary, prepare_summary
 from .tokens import REPLY_PRIMING, TokenCounter, default_counter
@@ -525,7 +525,7 @@ class Memory:
         data = m.data
         if compacted:
             text = placeholder(m, names.get(str(data.get("tool_call_id")), "a tool"),
-                               self.settings.placeholder_preview_chars, self.counter)
+                               self.settings.placeholder_preview_chars)
             data = {"role": "tool", "tool_call_id": data["tool_call_id"], "content": text}
         if m.tokens > cap and (data.get("content") or "") != "":
             marker = f" … [memos: clipped; full text in the memory log as message {m.id}] … "
@@ -930,7 +930,6 @@ class Memory:
             version = p.old_summary.version + 1 if p.old_summary else 1
             self._summary = SummaryRow(namespace="", version=version, text=p.text, tokens=self.counter.count(p.text),
                                        through_seq=p.through, kind=p.kind, created_at=0.0)
-        changes: list[FactChange] = []
         # a chain whose results were all archived at soft compaction is covered by those items
         items = [_archive_item(self.namespace, list(u.messages), "tool_chain" if u.is_tool_chain else "message",
                                f"unit:{u.messages[0].id}") for u in p.cut.demote + p.cut.pin
@@ -942,7 +941,7 @@ class Memory:
                                      created_at=p.old_summary.created_at or time.time()))
 
         def write_facts(session: Any) -> None:
-            changes.extend(self.cold.apply(p.candidates, p.invalidations, session=session))
+            self.cold.apply(p.candidates, p.invalidations, session=session)
             self.archival.stage(session, items)
 
         after = self._total(0, None, _Rooms())

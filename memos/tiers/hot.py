@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..messages import Message
-from ..tokens import TokenCounter
 
 __all__ = ["Unit", "group_units", "placeholder", "render_text"]
 
@@ -77,7 +76,7 @@ def tool_names(units: Sequence[Unit]) -> dict[str, str]:
     return out
 
 
-def placeholder(message: Message, tool_name: str, preview_chars: int, counter: TokenCounter) -> str:
+def placeholder(message: Message, tool_name: str, preview_chars: int) -> str:
     """The text that stands in the hot tier for a compacted tool result."""
     text = " ".join(message.text.split())
     preview = text[:preview_chars] + ("…" if len(text) > preview_chars else "")
