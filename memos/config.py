@@ -50,6 +50,9 @@ class MemosSettings:
     background_compaction: bool = False
     # Every Nth demotion rebuilds the summary from the logged originals.
     full_resummary_every: int = 5
+    # A full re-summary reads at most this many of the newest demoted messages (older
+    # ones live on as facts and archival items), so its cost does not grow with the session.
+    resummary_window: int = 400
     # The newest N units (a turn, or a whole tool chain) always stay hot.
     keep_recent_units: int = 2
     # A placeholder keeps this many characters of the tool result it replaces.
@@ -73,6 +76,8 @@ class MemosSettings:
             raise ValueError(
                 f"soft_threshold ({self.soft_threshold}) must not exceed hard_threshold ({self.hard_threshold})"
             )
+        if self.resummary_window < 1:
+            raise ValueError("resummary_window must be >= 1")
         if self.full_resummary_every < 1:
             raise ValueError("full_resummary_every must be >= 1")
         if self.keep_recent_units < 1:

@@ -21,7 +21,7 @@ from typing import Any
 
 from .agent import TurnResult, run_turn
 from .config import MemosSettings
-from .embeddings import ChromaEmbedder, Embedder, MiniLMEmbedder, load_embedder
+from .embeddings import ChromaEmbedder, Embedder, load_embedder
 from .errors import BudgetExceeded
 from .extract import FactExtractor, RuleExtractor, identifier_facts, message_source
 from .llm import LLMConfig, LLMFactExtractor, LLMSummarizer, make_client
@@ -184,6 +184,7 @@ class Memory:
         self._hot: list[Message] = []
         self._pinned: list[Message] = []
         self._compacted: set[str] = set()
+        self._hot_cache: tuple[tuple[Any, ...], int] | None = None
         self._call_ids: set[str] = set()
         self._count = 0
         next_seq = 0
@@ -223,7 +224,7 @@ class Memory:
         spec = self._embedder_spec
         if spec is None:
             return load_embedder(self._model_dir)
-        if isinstance(spec, (MiniLMEmbedder, ChromaEmbedder)):
+        if isinstance(spec, Embedder):
             return spec
         return ChromaEmbedder(spec)
 
@@ -680,7 +681,13 @@ class Memory:
         return out
 
     def _hot_tokens(self) -> int:
-        return sum(self._unit_tokens(u) for u in group_units(self._hot))
+        key = (len(self._hot), self._hot[0].id if self._hot else "", self._hot[-1].id if self._hot else "",
+               frozenset(self._compacted))
+        if self._hot_cache is not None and self._hot_cache[0] == key:
+            return self._hot_cache[1]
+        total = sum(self._unit_tokens(u) for u in group_units(self._hot))
+        self._hot_cache = (key, total)
+        return total
 
     def _total(self, extra: int, query: str | None, rooms: _Rooms) -> int:
         system = sum(m.tokens for m in self._system)
@@ -821,7 +828,9 @@ class Memory:
                                (time.perf_counter() - start) * 1000))
 
     def _warm_messages(self) -> list[Message]:
-        return [m for m, tier, _ in self.store.load_messages(self.namespace) if tier == "warm" and m.role not in _SYSTEM_ROLES]
+        """The newest demoted messages a full re-summary reads (at most ``resummary_window``)."""
+        rows = self.store.warm_tail(self.namespace, self.settings.resummary_window)
+        return [m for m in rows if m.role not in _SYSTEM_ROLES]
 
     def _extract(self, messages: Sequence[Message], *, rules_only: bool = False
                  ) -> tuple[list[FactCandidate], list[Invalidation], str]:
@@ -893,7 +902,6 @@ class Memory:
         through = old_summary.through_seq if old_summary else -1
         old_text = old_summary.text if old_summary else ""
         if segment:
-            history = self.cold.facts(include_history=True)
             plan = prepare_summary(
                 previous=old_text or None,
                 segment=segment,
@@ -901,15 +909,15 @@ class Memory:
                 full_every=self.settings.full_resummary_every,
                 max_tokens=self.settings.summary_max_tokens,
                 originals=lambda: sorted(self._warm_messages() + segment, key=lambda m: m.seq),
-                superseded=[f.value for f in history if f.status == "superseded" and len(f.value) <= 120],
+                superseded=self.cold.superseded_values(max_chars=120),
             )
             text, summarizer = self._summarize(plan)
             kind, through = plan.kind, max(through, plan.through_seq)
         # facts from what leaves the hot tier (user messages were read when they arrived)
         cands, invs, extractor = self._extract(segment + pinned)
         new_text = text if text is not None else old_text
-        known = "\n".join(f"{f.key}\n{f.value}" for f in self.cold.facts(include_history=True) if f.kind == "identifier")
-        known += "\n" + "\n".join(c.key + "\n" + c.value for c in cands)
+        planned = "\n".join(c.key + "\n" + c.value for c in cands)
+        known = lambda ident: ident in planned or self.cold.has_key(ident)  # noqa: E731
         sources = [message_source(m) for m in segment]
         if old_text:
             sources.append((old_text, (), through))

@@ -195,6 +195,13 @@ class Store:
             rows = s.exec(select(MessageRow).where(MessageRow.namespace == _ns_key(ns)).order_by(col(MessageRow.seq))).all()
             return [(_to_message(r), r.tier, r.compacted) for r in rows]
 
+    def warm_tail(self, ns: Namespace, limit: int) -> list[Message]:
+        """The newest ``limit`` demoted (warm) messages of ``ns``, in order."""
+        with Session(self.engine, expire_on_commit=False) as s:
+            q = (select(MessageRow).where(MessageRow.namespace == _ns_key(ns), MessageRow.tier == "warm")
+                 .order_by(col(MessageRow.seq).desc()).limit(limit))
+            return [_to_message(r) for r in reversed(s.exec(q).all())]
+
     def next_seq(self, ns: Namespace) -> int:
         """The sequence number the next message of ``ns`` gets."""
         with Session(self.engine, expire_on_commit=False) as s:
