@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -44,12 +44,24 @@ _ZH_ADDRESS = re.compile(r"[\u4e00-\u9fff]{2,}(?:路|街|大道|巷)\d+号(?:[\u
 # Preferences that bind what the assistant suggests are pinned; tastes ("I love hiking")
 # are kept as facts, found when relevant, so a chatty session does not fill every prompt.
 _STRONG_PREFERENCE = re.compile(
-    r"\b(?:i (?:really |strongly )?(?:prefer|dislike|can'?t stand)|i (?:don'?t|do not|never|can'?t|cannot) "
-    r"(?:eat|drink|like|want|use|stand|have)|i'?m (?:a )?(?:vegetarian|vegan|allergic|lactose|gluten)|i am (?:a )?"
-    r"(?:vegetarian|vegan|allergic))\b"
-    r"|我(?:很|最|比较)?(?:偏好|讨厌)|我不(?:吃|喝|喜欢|要)|我对.{1,8}过敏|我是素食",
+    (r"\b(?:i (?:really |strongly |much |generally |greatly )?(?:prefer|dislike|can't stand|refuse to|detest|loathe|despise)"
+     r"|i\b[^.?!;]{0,80}\b(?:and|but|so|to) (?:i )?(?:much |strongly |generally )?prefer"
+     r"|i (?:\w+ )?(?:don't|do not|never|can't|cannot|won't|will not) (?:\w+ )?(?:eat|drink|like|want|use|stand|have|enjoy|"
+     r"watch|wear|play|read|buy|own|tolerate|consume|handle|support|consider|go)"
+     r"|i (?:have|feel) (?:a |an |no )?(?:\w+[ -]){0,4}(?:dislike|aversion|preference|objection|distaste|intolerance|"
+     r"allergy|phobia|fear|bias|tolerance|interest)"
+     r"|i(?:'m| am) (?:\w+ )?(?:not (?:a (?:big |huge )?fan|comfortable|into|keen|interested)|uninterested|uncomfortable|"
+     r"opposed|averse|against|sensitive|allergic|vegetarian|vegan|lactose|gluten|a vegetarian|a vegan|on a [\w-]+ diet)"
+     r"|i (?:only|exclusively|strictly|always|prioriti[sz]e|learn best)\b|i (?:\w+ )?(?:need to|have to|must) avoid"
+     r"|i (?:firmly|strongly) believe|i have (?:very |extremely )?sensitive"
+     r"|i (?:follow|keep|adhere to) an? (?:strict|[\w-]+) (?:[\w-]+ )?diet|i require"
+     r"|i (?:get|feel) (?:very |really )?uncomfortable|(?:don't|doesn't|do not) interest me|no-go for me"
+     r"|i find\b[^.?!;]{0,60}\b(?:ineffective|hard|difficult|boring|disorienting|overwhelming|uncomfortable|unappealing|"
+     r"distracting|tedious|stressful|frustrating))\b"
+     r"|我(?:很|最|比较)?(?:偏好|讨厌)|我不(?:吃|喝|喜欢|要)|我对.{1,8}过敏|我是素食").replace("'", "['’]"),
     re.IGNORECASE,
 )
+_WHOLE_PREFERENCE_CHARS = 320
 _SOFT_PREFERENCE = re.compile(
     r"\b(?:i (?:really )?(?:like|love|enjoy|hate|adore)|my favou?rite)\b|我(?:很|最|比较)?(?:喜欢|爱)",
     re.IGNORECASE,
@@ -131,13 +143,17 @@ class RuleExtractor:
 
     def _user(self, m: Message, src: tuple[str, ...], cands: list[FactCandidate], invs: list[Invalidation]) -> None:
         text = m.text
-        for sentence in split_sentences(text):
+        sentences = split_sentences(text)
+        # A short message that states a preference is kept whole: the reason given with it matters.
+        whole = " ".join(text.split()) if len(sentences) <= 3 and len(text) <= _WHOLE_PREFERENCE_CHARS else None
+        for sentence in sentences:
             if _REVOKE.search(sentence):
                 invs.append(Invalidation(sentence, src, m.seq))
-            strong = bool(_STRONG_PREFERENCE.search(sentence))
+            question = sentence.endswith(("?", "？"))
+            strong = not question and bool(_STRONG_PREFERENCE.search(sentence))
             if strong or _SOFT_PREFERENCE.search(sentence):
-                cands.append(FactCandidate("preference", normalize(sentence)[:160], sentence, src, m.seq,
-                                           pinned=strong and self.pin_preferences))
+                cands.append(FactCandidate("preference", normalize(sentence)[:160], whole if strong and whole else sentence,
+                                           src, m.seq, pinned=strong and self.pin_preferences))
             elif is_constraint(sentence) and m.role == "user":
                 cands.append(FactCandidate("constraint", normalize(sentence)[:160], sentence, src, m.seq, pinned=True))
             for mx in _MY_X_IS.finditer(sentence):
@@ -189,17 +205,19 @@ class RuleExtractor:
 
 
 def identifier_facts(
-    sources: Iterable[tuple[str, tuple[str, ...], int]], covered: str, known: str
+    sources: Iterable[tuple[str, tuple[str, ...], int]], covered: str, known: str | Callable[[str], bool]
 ) -> list[FactCandidate]:
     """The safety net: a fact for each identifier in ``sources`` (text, source message
     ids, seq) that appears neither in ``covered`` (the new summary) nor in ``known``
-    (the cold tier's keys and values)."""
+    (text holding the cold tier's keys and values, or a lookup that says whether the
+    cold tier already has the identifier)."""
+    is_known = known if callable(known) else known.__contains__
     out: list[FactCandidate] = []
     seen: set[str] = set()
     for text, ids, seq in sources:
         for mt in IDENTIFIER.finditer(text):
             ident = mt.group(0).strip().rstrip(".,;:")
-            if len(ident) < 3 or ident in seen or ident in covered or ident in known:
+            if len(ident) < 3 or ident in seen or ident in covered or is_known(ident):
                 continue
             seen.add(ident)
             out.append(FactCandidate("identifier", ident, _snippet(text, mt.start(), mt.end()), ids, seq,
