@@ -21,7 +21,7 @@ from ..tokens import TokenCounter
 from .scoring import answer_contained, context_text, evidence_recall
 from .strategies import STRATEGIES, make_strategy
 
-__all__ = ["CATEGORIES", "Conversation", "load_locomo", "run_locomo"]
+__all__ = ["CATEGORIES", "Conversation", "load_locomo", "plot_locomo", "run_locomo"]
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 
@@ -145,3 +145,34 @@ def run_locomo(
 
 def _mean(values: Sequence[float]) -> float:
     return round(sum(values) / len(values), 4) if values else 0.0
+
+
+def plot_locomo(result: dict[str, Any], path: str | Path) -> Path:
+    """A PNG of evidence recall by budget, one line per strategy (full history as a line)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
+    budgets = result["params"]["budgets"]
+    for name in dict.fromkeys(r["strategy"] for r in result["results"]):
+        rows = [r for r in result["results"] if r["strategy"] == name]
+        if rows[0]["budget"] is None:
+            ax.axhline(rows[0]["metrics"]["evidence_recall"], color="grey", linestyle="--", label=f"{name} (no budget)")
+            continue
+        ax.plot([r["budget"] for r in rows], [r["metrics"]["evidence_recall"] for r in rows], marker="o", label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(budgets, [str(b) for b in budgets])
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("prompt budget (tokens)")
+    ax.set_ylabel("evidence recall")
+    ax.set_title(f"LoCoMo evidence recall by budget ({result['params']['conversations']} conversations)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

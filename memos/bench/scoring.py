@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["answer_contained", "context_text", "evidence_recall"]
+__all__ = ["answer_contained", "context_text", "evidence_recall", "preference_in_context"]
 
 
 def context_text(messages: Sequence[Mapping[str, Any]]) -> str:
@@ -38,4 +38,10 @@ def evidence_recall(context: str, evidence: Sequence[str]) -> float | None:
 def answer_contained(context: str, answer: Any) -> bool:
     """Whether the gold answer string appears in the context (case and whitespace folded)."""
     text = _norm(str(answer))
+    return bool(text) and text in _norm(context)
+
+
+def preference_in_context(context: str, preference: str) -> bool:
+    """Whether the stated preference appears in the context (case and whitespace folded)."""
+    text = _norm(preference)
     return bool(text) and text in _norm(context)

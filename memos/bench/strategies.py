@@ -8,26 +8,62 @@
   from Chroma, all-MiniLM-L6-v2), no summary, no facts;
 - ``memos``: :class:`memos.Memory`.
 
-Every strategy appends the query as the last user message and stays within the budget
-(except ``full_history``).
+Every strategy appends the query (when there is one) as the last user message and stays
+within the budget (except ``full_history``). The strategies that embed share one
+:class:`CachedEmbedder`, so a benchmark that replays the same text many times embeds it once.
 """
 
 from __future__ import annotations
 
 import tempfile
+import threading
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+import numpy as np
+
 from ..config import MemosSettings
-from ..embeddings import load_embedder
+from ..embeddings import Embedder, load_embedder
 from ..memory import Memory
 from ..messages import Message
 from ..tiers.archival import ChromaBackend
 from ..tiers.warm import ExtractiveSummarizer, SummaryPlan
-from ..tokens import REPLY_PRIMING, TokenCounter
+from ..tokens import TokenCounter
 
-__all__ = ["STRATEGIES", "Strategy", "make_strategy"]
+__all__ = ["STRATEGIES", "CachedEmbedder", "Strategy", "make_strategy", "shared_embedder"]
+
+
+class CachedEmbedder:
+    """An :class:`~memos.embeddings.Embedder` that remembers the vector of every text it saw."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self._vectors: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        with self._lock:
+            missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
+        if missing:
+            vectors = self.inner(missing)
+            with self._lock:
+                self._vectors.update(zip(missing, vectors, strict=True))
+        with self._lock:
+            return np.stack([self._vectors[t] for t in texts]) if texts else self.inner([])
+
+
+_SHARED: dict[str, CachedEmbedder | None] = {}
+
+
+def shared_embedder() -> CachedEmbedder | None:
+    """The process-wide cached all-MiniLM-L6-v2 (None when the model cannot be loaded)."""
+    if "default" not in _SHARED:
+        inner = load_embedder()
+        _SHARED["default"] = CachedEmbedder(inner) if inner is not None else None
+    return _SHARED["default"]
 
 
 class Strategy(Protocol):
@@ -39,13 +75,18 @@ class Strategy(Protocol):
         """Take the next message of the conversation."""
         ...
 
-    def context(self, query: str) -> list[dict[str, Any]]:
-        """The prompt for ``query`` (appended as the last user message)."""
+    def context(self, query: str | None) -> list[dict[str, Any]]:
+        """The prompt for ``query`` (appended as the last user message), or for the
+        conversation as it stands when ``query`` is None."""
         ...
 
     def close(self) -> None:
         """Release resources."""
         ...
+
+
+def _query(query: str | None) -> list[dict[str, Any]]:
+    return [] if query is None else [{"role": "user", "content": query}]
 
 
 def _fit_recent(messages: list[dict[str, Any]], sizes: list[int], room: int) -> list[dict[str, Any]]:
@@ -69,8 +110,8 @@ class FullHistory:
     def add(self, message: dict[str, Any]) -> None:
         self.messages.append(message)
 
-    def context(self, query: str) -> list[dict[str, Any]]:
-        return [*self.messages, {"role": "user", "content": query}]
+    def context(self, query: str | None) -> list[dict[str, Any]]:
+        return [*self.messages, *_query(query)]
 
     def close(self) -> None:
         pass
@@ -90,10 +131,10 @@ class SlidingWindow:
         self.messages.append(message)
         self.sizes.append(self.counter.count_message(message))
 
-    def context(self, query: str) -> list[dict[str, Any]]:
-        q = {"role": "user", "content": query}
-        room = self.budget - self.counter.count_message(q) - REPLY_PRIMING
-        return [*_fit_recent(self.messages, self.sizes, room), q]
+    def context(self, query: str | None) -> list[dict[str, Any]]:
+        q = _query(query)
+        room = self.budget - self.counter.count_messages(q)
+        return [*_fit_recent(self.messages, self.sizes, room), *q]
 
     def close(self) -> None:
         pass
@@ -122,12 +163,12 @@ class SummaryBuffer:
                                int(self.budget * 0.25), fold[-1].seq)
             self.summary = self.summarizer.summarize(plan)
 
-    def context(self, query: str) -> list[dict[str, Any]]:
-        q = {"role": "user", "content": query}
+    def context(self, query: str | None) -> list[dict[str, Any]]:
+        q = _query(query)
         head = [{"role": "system", "content": "Summary of the conversation so far:\n" + self.summary}] if self.summary else []
-        room = self.budget - self.counter.count_messages([*head, q])
+        room = self.budget - self.counter.count_messages([*head, *q])
         msgs = [m.data for m in self.recent]
-        return [*head, *_fit_recent(msgs, [m.tokens for m in self.recent], room), q]
+        return [*head, *_fit_recent(msgs, [m.tokens for m in self.recent], room), *q]
 
     def close(self) -> None:
         pass
@@ -145,7 +186,7 @@ class RagOnly:
         self.embedded = 0
         self.backend = ChromaBackend.ephemeral()
         self.namespace = f"rag-{uuid.uuid4().hex}"
-        self.embedder = load_embedder()
+        self.embedder = shared_embedder()
 
     def add(self, message: dict[str, Any]) -> None:
         self.messages.append(message)
@@ -159,13 +200,15 @@ class RagOnly:
         self.backend.upsert(self.namespace, ids, self.embedder(texts), texts, [{"i": int(i)} for i in ids])
         self.embedded = len(self.messages)
 
-    def context(self, query: str) -> list[dict[str, Any]]:
-        q = {"role": "user", "content": query}
-        room = self.budget - self.counter.count_message(q) - REPLY_PRIMING
+    def context(self, query: str | None) -> list[dict[str, Any]]:
+        q = _query(query)
+        room = self.budget - self.counter.count_messages(q)
         recent = _fit_recent(self.messages, self.sizes, room // 2)
         first_recent = len(self.messages) - len(recent)
         lines: list[str] = []
-        if self.embedder is not None and first_recent > 0:
+        if query is None:  # no question: the latest user message is what to look up
+            query = next((str(m.get("content") or "") for m in reversed(self.messages) if m.get("role") == "user"), "")
+        if self.embedder is not None and first_recent > 0 and query:
             self._index()
             vec = self.embedder([query])[0]
             header = self.counter.count_message({"role": "system", "content": "Relevant earlier messages:\n"})
@@ -180,7 +223,7 @@ class RagOnly:
                     lines.append(line)
                     left -= cost
         head = [{"role": "system", "content": "Relevant earlier messages:\n" + "\n".join(lines)}] if lines else []
-        return [*head, *recent, q]
+        return [*head, *recent, *q]
 
     def close(self) -> None:
         self.backend.delete(self.namespace)
@@ -197,14 +240,14 @@ class MemosStrategy:
         from dataclasses import replace
 
         self.memory = Memory("bench", store=self.dir / "memos.db", settings=replace(base, budget_tokens=budget),
-                             counter=counter)
+                             counter=counter, embedder=shared_embedder())
         self.flushed = False
 
     def add(self, message: dict[str, Any]) -> None:
         self.memory.add(message)
         self.flushed = False
 
-    def context(self, query: str) -> list[dict[str, Any]]:
+    def context(self, query: str | None) -> list[dict[str, Any]]:
         if not self.flushed:
             self.memory.flush()  # every archived vector written before it is asked
             self.flushed = True
