@@ -6,11 +6,18 @@ import json
 
 import pytest
 
-from memos.bench.scoring import answer_contained, context_text, evidence_recall
+from memos.bench.scoring import answer_contained, context_text, evidence_recall, preference_in_context
 from memos.cli import main
 from tests.conftest import SHARED
 
 LOCOMO = SHARED / "data" / "locomo" / "locomo7.json"
+PREFEVAL = SHARED / "data" / "prefeval"
+
+
+def _rates_in_unit_interval(result: dict, keys: tuple[str, ...]) -> None:
+    for r in result["results"]:
+        for k in keys:
+            assert 0.0 <= r["metrics"][k] <= 1.0, (r["strategy"], k, r["metrics"][k])
 
 
 def test_a_context_holding_the_evidence_scores_1_and_one_without_scores_0():
@@ -57,3 +64,60 @@ def test_bench_rejects_bad_budgets(capsys):
     assert main(["bench", "locomo", "--data", str(LOCOMO), "--budget", "abc"]) == 2
     assert main(["bench", "locomo", "--data", str(LOCOMO), "--budget", "100"]) == 2
     assert main(["bench", "locomo", "--data", "/nonexistent.json"]) == 2
+
+
+def test_preference_scorer_needs_the_whole_preference():
+    pref = "I refuse to use any beauty products that have been tested on animals."
+    ctx = context_text([{"role": "system", "content": "Pinned:\n- i REFUSE to use any beauty products that\nhave been tested on animals."}])
+    assert preference_in_context(ctx, pref)
+    assert not preference_in_context("I refuse to use any beauty products.", pref)
+    assert not preference_in_context(ctx, "")
+
+
+@pytest.mark.skipif(not PREFEVAL.is_dir(), reason="PrefEval data is not beside the repository")
+def test_prefeval_smoke_run_writes_the_documented_shape(tmp_path):
+    out = tmp_path / "prefeval.json"
+    assert main(["bench", "prefeval", "--data", str(PREFEVAL), "--filler", "4,40", "--budget", "1024",
+                 "--per-topic", "1", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["benchmark"] == "prefeval" and result["params"]["fillers"] == [4, 40]
+    assert {r["strategy"] for r in result["results"]} == {"full_history", "sliding_window", "summary_buffer", "rag_only", "memos"}
+    _rates_in_unit_interval(result, ("preference_in_context", "preference_in_context@4", "preference_in_context@40"))
+    by = {r["strategy"]: r for r in result["results"]}
+    assert by["full_history"]["metrics"]["preference_in_context"] == 1.0
+    assert by["memos"]["by_filler"] == {"4": 1.0, "40": 1.0}  # ten preferences, each pinned when stated
+    for r in result["results"]:
+        assert r["metrics"]["sessions"] == 20 and (r["strategy"] == "full_history" or r["metrics"]["over_budget"] == 0)
+
+
+def test_prefeval_rejects_more_filler_than_exists(capsys):
+    if not PREFEVAL.is_dir():
+        pytest.skip("PrefEval data is not beside the repository")
+    assert main(["bench", "prefeval", "--data", str(PREFEVAL), "--filler", "100000", "--per-topic", "1"]) == 2
+    assert "filler" in capsys.readouterr().out
+    assert main(["bench", "prefeval", "--data", "/nonexistent"]) == 2
+
+
+def test_tokens_smoke_run(tmp_path):
+    out = tmp_path / "tokens.json"
+    assert main(["bench", "tokens", "--turns", "40", "--budget", "1024", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["benchmark"] == "tokens" and out.with_suffix(".png").stat().st_size > 10_000
+    _rates_in_unit_interval(result, ("ratio_to_full_history", "constraints_in_last_prompt"))
+    by = {r["strategy"]: r["metrics"] for r in result["results"]}
+    assert by["full_history"]["ratio_to_full_history"] == 1.0
+    assert by["memos"]["orphan_prompts"] == 0 and by["memos"]["over_budget"] == 0
+    assert by["memos"]["max_prompt_tokens"] <= 1024 < by["full_history"]["max_prompt_tokens"]
+    assert by["memos"]["cumulative_tokens"] < by["full_history"]["cumulative_tokens"]
+
+
+def test_overhead_smoke_run(tmp_path):
+    out = tmp_path / "overhead.json"
+    assert main(["bench", "overhead", "--sizes", "60,120", "--turns", "10", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["benchmark"] == "overhead" and [r["strategy"] for r in result["results"]] == ["memos", "memos_no_recall"]
+    for r in result["results"]:
+        assert set(r["by_size"]) == {"60", "120"}
+        for m in r["by_size"].values():
+            assert 0 < m["p50_ms"] <= m["p95_ms"] <= m["max_ms"] and m["peak_mb"] > 0 and m["turns"] == 10
+    assert main(["bench", "overhead", "--sizes", "x"]) == 2

@@ -101,3 +101,24 @@ def test_identifier_safety_net_adds_only_what_is_missing():
     sources = [message_source(m) for m in msgs(user("Codes: ORD-1111, ORD-2222 and ORD-3333."))]
     out = identifier_facts(sources, covered="summary mentions ORD-1111", known="ORD-2222\nsome value")
     assert [c.key for c in out] == ["ORD-3333"] and out[0].once and "ORD-3333" in out[0].value
+
+
+@pytest.mark.parametrize("text", [
+    "I refuse to watch any movie or show that includes excessive violence or gore.",
+    "I have a strong aversion to horror movies.",
+    "I'm not comfortable with pets that can jump on furniture.",
+    "I only wear clothing free of any leather, suede, fur, or other animal-derived materials.",
+    "I find flashcards ineffective and prefer storytelling for memorization.",
+    "I dislike series with a lot of episodes; they feel overwhelming.",
+])
+def test_more_ways_of_stating_a_preference_are_pinned_whole(text):
+    found = extract(user(text))
+    prefs = [c for c in found.candidates if c.kind == "preference"]
+    assert prefs and all(c.pinned for c in prefs)
+    assert prefs[0].value == text  # a short message is kept whole, with the reason that came with it
+
+
+@pytest.mark.parametrize("text", ["Do you only wear black?", "Make this grammatically correct: I like your watch."])
+def test_questions_and_tastes_are_not_pinned(text):
+    found = extract(user(text))
+    assert not any(c.pinned for c in found.candidates)
