@@ -1044,13 +1044,14 @@ def _fact_hit(f: Fact) -> Hit:
 
 def _default_backend(store: Store, spec: str | Path | None) -> ArchiveBackend:
     target = str(spec) if spec is not None else os.environ.get("MEMOS_CHROMA_URL") or os.environ.get("MEMOS_CHROMA_PATH")
+    prefix = os.environ.get("MEMOS_CHROMA_PREFIX") or "memos"
     if target:
         if target.startswith(("http://", "https://")):
-            return ChromaBackend.http(target)
-        return ChromaBackend.persistent(target)
+            return ChromaBackend.http(target, prefix=prefix)
+        return ChromaBackend.persistent(target, prefix=prefix)
     url = store.engine.url
     if url.get_backend_name() == "sqlite":
         if not url.database or url.database == ":memory:":
-            return ChromaBackend.ephemeral()
-        return ChromaBackend.persistent(str(url.database) + ".chroma")
-    return ChromaBackend.persistent("memos.chroma")
+            return ChromaBackend.ephemeral(prefix=prefix)
+        return ChromaBackend.persistent(str(url.database) + ".chroma", prefix=prefix)
+    return ChromaBackend.persistent("memos.chroma", prefix=prefix)

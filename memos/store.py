@@ -31,7 +31,9 @@ __all__ = [
     "Namespace",
     "Store",
     "SummaryRow",
+    "ensure_pg_text_index",
     "ensure_virtual_tables",
+    "pg_any_terms",
     "namespace_key",
     "validate_namespace",
 ]
@@ -150,6 +152,23 @@ def ensure_virtual_tables(engine: Engine, *ddl: str) -> bool:
         return True
     except Exception:  # SQLite built without FTS5 (or the trigram tokenizer)
         return False
+
+
+def ensure_pg_text_index(engine: Engine, name: str, table: str, document: str) -> bool:
+    """On PostgreSQL, a GIN index on ``to_tsvector('simple', document)`` for full-text
+    search; False on any other database."""
+    if engine.dialect.name != "postgresql":
+        return False
+    with engine.begin() as conn:
+        conn.execute(text(f"CREATE INDEX IF NOT EXISTS {name} ON {table} USING gin (to_tsvector('simple', {document}))"))
+    return True
+
+
+def pg_any_terms(terms: Sequence[str]) -> tuple[str, dict[str, str]]:
+    """A PostgreSQL tsquery that matches any of ``terms`` (each parsed with
+    ``plainto_tsquery``, so no term can inject query syntax), with its parameters."""
+    parts = [f"plainto_tsquery('simple', :term{i})" for i in range(len(terms))]
+    return "(" + " || ".join(parts) + ")", {f"term{i}": t for i, t in enumerate(terms)}
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -37,9 +38,38 @@ def tool_chain(prefix: str, n: int = 1, result: str = "result", name: str = "loo
     return msgs
 
 
+# .ci/run runs the storage and end-to-end tests again against a PostgreSQL server
+# (MEMOS_TEST_POSTGRES_URL: a URL of its maintenance database) and the archival tests
+# against a Chroma server (MEMOS_TEST_CHROMA_URL); each test gets a database and a
+# collection prefix of its own there.
+POSTGRES = os.environ.get("MEMOS_TEST_POSTGRES_URL")
+CHROMA = os.environ.get("MEMOS_TEST_CHROMA_URL")
+
+
+@pytest.fixture(autouse=True)
+def _chroma_server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    if CHROMA:
+        monkeypatch.setenv("MEMOS_CHROMA_URL", CHROMA)
+        monkeypatch.setenv("MEMOS_CHROMA_PREFIX", f"t{uuid.uuid4().hex[:12]}")
+    elif POSTGRES:
+        monkeypatch.setenv("MEMOS_CHROMA_PATH", str(tmp_path / "chroma"))
+
+
 @pytest.fixture
-def store(tmp_path: Path) -> str:
-    return str(tmp_path / "memos.db")
+def store(tmp_path: Path) -> Iterator[str]:
+    if not POSTGRES:
+        yield str(tmp_path / "memos.db")
+        return
+    from sqlalchemy import create_engine, text
+
+    admin = create_engine(POSTGRES, isolation_level="AUTOCOMMIT")
+    name = f"memos_test_{uuid.uuid4().hex[:12]}"
+    with admin.connect() as conn:
+        conn.execute(text(f"CREATE DATABASE {name}"))
+    yield str(admin.url.set(database=name).render_as_string(hide_password=False))
+    with admin.connect() as conn:
+        conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+    admin.dispose()
 
 
 @pytest.fixture

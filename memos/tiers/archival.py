@@ -33,7 +33,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Field, Session, SQLModel, col, func, select
 
 from ..embeddings import Embedder
-from ..store import ensure_virtual_tables
+from ..store import ensure_pg_text_index, ensure_virtual_tables, pg_any_terms
 
 __all__ = [
     "ARCHIVE_KINDS",
@@ -127,6 +127,8 @@ class ChromaBackend:
     search (a metadata filter made Chroma 20x slower at 10k vectors) and keeps users apart."""
 
     def __init__(self, client: Any, prefix: str = "memos") -> None:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,60}", prefix):
+            raise ValueError(f"a Chroma collection prefix is letters, digits, '.', '_' or '-' (at most 61), got {prefix!r}")
         self.client = client
         self.prefix = prefix
         self._collections: dict[str, Any] = {}
@@ -146,24 +148,25 @@ class ChromaBackend:
         return col_
 
     @classmethod
-    def persistent(cls, path: str | Path) -> ChromaBackend:
+    def persistent(cls, path: str | Path, *, prefix: str = "memos") -> ChromaBackend:
         """Chroma's embedded client storing under ``path`` (telemetry off)."""
         import chromadb
         from chromadb.config import Settings
 
-        return cls(chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False)))
+        return cls(chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False)), prefix)
 
     @classmethod
-    def ephemeral(cls) -> ChromaBackend:
+    def ephemeral(cls, *, prefix: str = "memos") -> ChromaBackend:
         """An in-memory Chroma (lost when the process ends; for in-memory stores)."""
         import chromadb
         from chromadb.config import Settings
 
-        return cls(chromadb.EphemeralClient(settings=Settings(anonymized_telemetry=False)))
+        return cls(chromadb.EphemeralClient(settings=Settings(anonymized_telemetry=False)), prefix)
 
     @classmethod
-    def http(cls, url: str) -> ChromaBackend:
-        """A Chroma server, e.g. ``http://127.0.0.1:8000`` (started with ``chroma run``)."""
+    def http(cls, url: str, *, prefix: str = "memos") -> ChromaBackend:
+        """A Chroma server, e.g. ``http://127.0.0.1:8000`` (started with ``chroma run``).
+        ``prefix`` starts every collection name, so several stores can share one server."""
         import chromadb
         from chromadb.config import Settings
 
@@ -172,7 +175,8 @@ class ChromaBackend:
             raise ValueError(f"not a Chroma server URL: {url!r}")
         ssl = m.group(1) == "https"
         port = int(m.group(3) or (443 if ssl else 8000))
-        return cls(chromadb.HttpClient(host=m.group(2), port=port, ssl=ssl, settings=Settings(anonymized_telemetry=False)))
+        return cls(chromadb.HttpClient(host=m.group(2), port=port, ssl=ssl, settings=Settings(anonymized_telemetry=False)),
+                   prefix)
 
     def upsert(self, namespace: str, ids: list[str], embeddings: Any, documents: list[str],
                metadatas: list[dict[str, Any]]) -> None:
@@ -255,6 +259,7 @@ class ArchivalTier:
             "namespace UNINDEXED, item_id UNINDEXED, text, tokenize='unicode61')",
             "CREATE VIRTUAL TABLE IF NOT EXISTS memos_archive_vocab USING fts5vocab(memos_archive_fts, 'row')",
         )
+        self.pg_fts = ensure_pg_text_index(engine, "memos_archive_tsv", "memos_archive", "text")
         self.version = 0
         self._warned = False
         self._lock = threading.RLock()
@@ -449,6 +454,11 @@ class ArchivalTier:
                     params={"q": match, "ns": self.namespace, "k": n},
                 ).all()
                 return [str(r[0]) for r in rows]
+            if self.pg_fts:
+                tsq, params = pg_any_terms(terms)
+                q = text(f"SELECT id FROM memos_archive WHERE namespace = :ns AND to_tsvector('simple', text) @@ {tsq} "
+                         f"ORDER BY ts_rank_cd(to_tsvector('simple', text), {tsq}) DESC, id LIMIT :k")
+                return [str(r[0]) for r in s.exec(q, params={**params, "ns": self.namespace, "k": n}).all()]  # type: ignore[call-overload]
             cond: Any = None
             for t in terms:
                 c = col(ArchiveItem.text).ilike(f"%{t}%")

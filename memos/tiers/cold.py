@@ -21,12 +21,13 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 from sqlmodel import Field, Session, SQLModel, col, func, select
 
-from ..store import ensure_virtual_tables
+from ..store import ensure_pg_text_index, ensure_virtual_tables, pg_any_terms
 
 __all__ = [
     "FACT_KINDS",
@@ -228,6 +229,7 @@ class ColdTier:
             "namespace UNINDEXED, key, value, tokenize='trigram')",
             "CREATE VIRTUAL TABLE IF NOT EXISTS memos_fact_vocab USING fts5vocab(memos_fact_fts, 'row')",
         )
+        self.pg_fts = ensure_pg_text_index(engine, "memos_fact_tsv", "memos_fact", _PG_DOC)
         self._known: _Index | None = None
 
     # -- writes --------------------------------------------------------------------
@@ -417,6 +419,27 @@ class ColdTier:
                 ids = [int(r[0]) for r in rows]
                 by_id = {f.id: f for f in s.exec(select(Fact).where(col(Fact.id).in_(ids))).all()} if ids else {}
                 found = [by_id[i] for i in ids if i in by_id]
+            elif self.pg_fts:
+                # PostgreSQL's parser keeps a run of Chinese as one word: those terms are matched as substrings
+                words = [t for t in terms if not _CJK.search(t)]
+                ids = []
+                if words:
+                    tsq, params = pg_any_terms(words)
+                    q = text(f"SELECT id FROM memos_fact WHERE namespace = :ns AND status = 'current' AND "
+                             f"to_tsvector('simple', {_PG_DOC}) @@ {tsq} "
+                             f"ORDER BY ts_rank(to_tsvector('simple', {_PG_DOC}), {tsq}) DESC, id LIMIT :k")
+                    ids = [int(r[0]) for r in s.exec(q, params={**params, "ns": self.namespace, "k": limit * 4}).all()]  # type: ignore[call-overload]
+                grams = [t for t in terms if _CJK.search(t)]
+                if grams:
+                    cond: Any = None
+                    for g in grams:
+                        c = col(Fact.value).contains(g) | col(Fact.key).contains(g)
+                        cond = c if cond is None else cond | c
+                    rows = s.exec(select(Fact).where(Fact.namespace == self.namespace, Fact.status == "current", cond)).all()
+                    ranked = sorted(rows, key=lambda f: -sum(g in f.key + " " + f.value for g in grams))
+                    ids += [f.id for f in ranked[: limit * 4] if f.id is not None and f.id not in ids]
+                by_id = {f.id: f for f in s.exec(select(Fact).where(col(Fact.id).in_(ids))).all()} if ids else {}
+                found = [by_id[i] for i in ids if i in by_id]
             else:
                 cond = None
                 for t in terms:
@@ -512,6 +535,10 @@ class ColdTier:
             text("INSERT INTO memos_fact_fts(rowid, namespace, key, value) VALUES (:id, :ns, :k, :v)"),
             params={"id": fact.id, "ns": self.namespace, "k": fact.key, "v": fact.value},
         )
+
+
+_PG_DOC = "key || ' ' || value"
+_CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
 def _search_terms(query: str, limit: int = 24) -> list[str]:
