@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .config import DEFAULT_SETTINGS, MemosSettings
 from .errors import BudgetExceeded, InvalidMessage, InvalidNamespace, MemosError
-from .memory import Memory, MemoryStats, PagingEvent
+from .memory import Memory, MemoryStats, PagingEvent, Rollback
 from .messages import Message
 from .paging.guards import (
     ALLOW_ALL,
@@ -37,6 +37,7 @@ __all__ = [
     "PagingEvent",
     "PinGuard",
     "RecencyGuard",
+    "Rollback",
     "TokenCounter",
     "ToolChainGuard",
     "Verdict",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import warnings
 from collections.abc import Sequence
@@ -295,6 +296,122 @@ def _bench_overhead(args: argparse.Namespace, console: Any, Table: Any) -> int:
     return 0
 
 
+def _open(args: argparse.Namespace, *, must_exist: bool = True) -> Any:
+    """The session named on the command line, opened read-mostly (no background indexer)."""
+    from dataclasses import replace
+
+    from .config import MemosSettings
+    from .memory import Memory
+
+    store = args.store or os.environ.get("MEMOS_STORE") or "memos.db"
+    if must_exist and "://" not in store and not Path(store).is_file():
+        raise SystemExit(f"error: no store at {store}")
+    settings = replace(MemosSettings.from_env(), background_indexing=False)
+    if getattr(args, "budget", None):
+        settings = replace(settings, budget_tokens=args.budget)
+    mem = Memory(args.session, user=args.user, agent=args.agent, store=store, settings=settings)
+    if must_exist and not mem.history():
+        mem.close()
+        raise SystemExit(f"error: session {args.user}/{args.agent}/{args.session} has no messages in {store}")
+    return mem
+
+
+def _inspect_cmd(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from .transfer import snapshot
+
+    mem = _open(args)
+    try:
+        snap = snapshot(mem)
+    finally:
+        mem.close()
+    if args.json:
+        print(json.dumps(snap, indent=2, ensure_ascii=False))
+        return 0
+    console = Console() if sys.stdout.isatty() else Console(width=160)
+    st = snap["stats"]
+    ns = snap["namespace"]
+    console.print(f"[bold]{ns['user']}/{ns['agent']}/{ns['session']}[/bold]: {st['messages']} messages; context "
+                  f"{st['context_tokens']}/{st['budget_tokens']} tokens ({st['encoding']}); archival "
+                  f"{snap['archival']['items']} items ({snap['archival']['waiting_for_vectors']} waiting for vectors)")
+    hot = Table(title=f"hot tier ({st['hot_messages']} messages, {st['hot_tokens']} tokens)")
+    for col in ("seq", "role", "tokens", "flags", "content"):
+        hot.add_column(col, justify="right" if col in ("seq", "tokens") else "left")
+    for m in snap["hot"]:
+        flags = ",".join(f for f, on in (("placeholder", m["compacted"]), ("pinned", m["pinned"])) if on)
+        hot.add_row(str(m["seq"]), m["role"], str(m["tokens"]), flags, m["preview"])
+    console.print(hot)
+    if snap["summary"]:
+        s = snap["summary"]
+        console.print(f"[bold]summary[/bold] v{s['version']} ({s['kind']}, {s['tokens']} tokens, through #{s['through_seq']})")
+        console.print(s["text"], markup=False)
+    facts = Table(title=f"facts ({st['facts']} current, {st['pinned_facts']} pinned)")
+    for col in ("id", "kind", "key", "value", "pinned"):
+        facts.add_column(col)
+    for f in snap["facts"]:
+        facts.add_row(str(f["id"]), f["kind"], f["key"], f["value"], "yes" if f["pinned"] else "")
+    console.print(facts)
+    log = Table(title="compaction log")
+    for col in ("id", "kind", "time", "tokens", "messages", "summary", "facts +/~/-", "by", "ms", "rolled back by"):
+        log.add_column(col)
+    for e in snap["compactions"]:
+        f = e["facts"]
+        log.add_row(str(e["id"]), e["kind"], e["time"], f"{e['tokens_before']} -> {e['tokens_after']}",
+                    str(len(e["message_ids"])),
+                    f"v{e['summary_version']}" if e["summary_version"] else "",
+                    f"{len(f.get('added', []))}/{len(f.get('updated', []))}/{len(f.get('invalidated', []))}",
+                    " / ".join(x for x in (e["summarizer"], e["extractor"]) if x), f"{e['duration_ms']:.1f}",
+                    str(e["rolled_back_by"] or ""))
+    console.print(log)
+    return 0
+
+
+def _export_cmd(args: argparse.Namespace) -> int:
+    from .transfer import export_messages
+
+    mem = _open(args)
+    try:
+        for m in export_messages(mem):
+            sys.stdout.write(json.dumps(m, ensure_ascii=False) + "\n")
+    finally:
+        mem.close()
+    return 0
+
+
+def _import_cmd(args: argparse.Namespace) -> int:
+    from .errors import InvalidMessage
+    from .transfer import import_messages
+
+    if args.file not in (None, "-") and not Path(args.file).is_file():
+        raise SystemExit(f"error: no file at {args.file}")
+    mem = _open(args, must_exist=False)
+    source = sys.stdin if args.file in (None, "-") else open(args.file, encoding="utf-8")  # noqa: SIM115
+    try:
+        if mem.history() and not args.append:
+            raise SystemExit(f"error: session {args.user}/{args.agent}/{args.session} already has messages; "
+                             "use --append to add after them")
+        n = import_messages(mem, source)
+        mem.flush()
+    except InvalidMessage as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        mem.close()
+        if source is not sys.stdin:
+            source.close()
+    print(f"imported {n} messages into {args.user}/{args.agent}/{args.session}", file=sys.stderr)
+    return 0
+
+
+def _session_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", default=None, help="store path or SQLAlchemy URL (default MEMOS_STORE or ./memos.db)")
+    p.add_argument("--user", default="default", help="user label (default default)")
+    p.add_argument("--agent", default="default", help="agent label (default default)")
+    p.add_argument("--session", required=True, help="session label")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``memos`` console script."""
     parser = argparse.ArgumentParser(prog="memos", description="Tiered memory for LLM agents.")
@@ -338,7 +455,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     over.add_argument("--turns", type=int, default=300, help="turns timed at each size (default 300)")
     over.add_argument("--budget", type=int, default=4096, help="prompt budget in tokens (default 4096)")
     over.add_argument("--out", default=None, help="write the results as JSON here")
+    insp = sub.add_parser("inspect", help="the tiers of a session and its compaction log")
+    _session_args(insp)
+    insp.add_argument("--json", action="store_true", help="print JSON for scripts")
+    exp = sub.add_parser("export", help="a session's messages, in order, as JSONL on stdout")
+    _session_args(exp)
+    imp = sub.add_parser("import", help="add the messages of an export (JSONL) to a session")
+    _session_args(imp)
+    imp.add_argument("--file", default=None, help="read this file instead of stdin")
+    imp.add_argument("--append", action="store_true", help="add after the messages the session already has")
+    imp.add_argument("--budget", type=int, default=None, help="prompt budget the pager works to while importing "
+                                                                 "(default MEMOS_BUDGET_TOKENS or 8192)")
     args = parser.parse_args(argv)
+    if args.command in ("inspect", "export", "import"):
+        handler = {"inspect": _inspect_cmd, "export": _export_cmd, "import": _import_cmd}[args.command]
+        try:
+            return handler(args)
+        except SystemExit as exc:
+            if isinstance(exc.code, int):
+                raise
+            print(exc, file=sys.stderr)
+            return 2
     if args.command == "bench":
         return _bench(args)
     if args.command == "chat":

@@ -45,15 +45,15 @@ from .paging.guards import (
     extract_constraints,
 )
 from .paging.pager import CutPoint, find_cut_point, find_soft_compactions
-from .store import Demotion, Store, SummaryRow, namespace_key, validate_namespace
+from .store import CompactionRow, Demotion, Store, SummaryRow, namespace_key, validate_namespace
 from .tiers.archival import ArchivalTier, ArchiveBackend, ArchiveItem, ChromaBackend, Hit, rrf
-from .tiers.cold import ColdTier, Fact, FactCandidate, ForgetRecord, Invalidation
+from .tiers.cold import ColdTier, Fact, FactCandidate, ForgetRecord, Invalidation, fact_log
 from .tiers.hot import Unit, group_units, placeholder, render_text, tool_names
 from .tiers.warm import ExtractiveSummarizer, Summarizer, SummaryPlan, fit_summary, prepare_summary
 from .tokens import REPLY_PRIMING, TokenCounter, default_counter
 from .tools_schema import TOOLS, dispatch
 
-__all__ = ["Memory", "MemoryStats", "PagingEvent"]
+__all__ = ["Memory", "MemoryStats", "PagingEvent", "Rollback"]
 
 _SYSTEM_ROLES = ("system", "developer")
 _MIN_CLIP_TOKENS = 48
@@ -71,6 +71,17 @@ class PagingEvent:
     summary_version: int | None
     summarizer: str
     duration_ms: float
+
+
+@dataclass(frozen=True)
+class Rollback:
+    """What :meth:`Memory.rollback` did: the ``rollback`` event it logged, the events it
+    undid, how many messages came back into the hot tier, the summary version it wrote."""
+
+    event_id: int
+    undone: tuple[int, ...]
+    messages_restored: int
+    summary_version: int | None
 
 
 @dataclass(frozen=True)
@@ -201,10 +212,13 @@ class Memory:
             elif tier == "pinned":
                 self._pinned.append(m)
         self._next_seq = next_seq
-        self._summary: SummaryRow | None = self.store.latest_summary(self.namespace)
-        events = self.store.compactions(self.namespace)
+        summary = self.store.latest_summary(self.namespace)
+        self._summary: SummaryRow | None = summary if summary is not None and summary.text else None
+        events = [e for e in self.store.compactions(self.namespace) if e.rolled_back_by is None]
         self._demotions = sum(1 for e in events if e.kind == "hard" and e.summary_version is not None)
         self._soft = sum(1 for e in events if e.kind == "soft")
+        self._hot_cache = None
+        self._section_cache.clear()
 
     def _pending_calls(self) -> list[str]:
         if not self._hot:
@@ -243,7 +257,7 @@ class Memory:
         for m in logged:
             self._call_ids.update(m.tool_call_ids)
             (self._system if m.role in _SYSTEM_ROLES else self._hot).append(m)
-        self._next_seq += len(logged)
+        self._next_seq = logged[-1].seq + 1
         self._count += len(logged)
         users = [m for m in logged if m.role == "user"]
         if users:
@@ -274,6 +288,36 @@ class Memory:
                 extra = self.counter.count_message(query_msg)
         rooms = self._page(extra, query, strict=True)
         return self._build(query_msg, query, rooms)
+
+    def compactions(self) -> list[CompactionRow]:
+        """The compaction log of this session, oldest first: each soft compaction, demotion
+        and rollback with tokens before and after, the message ids it moved, the summary
+        version it wrote, the facts it changed (JSON in ``facts``), which summariser and
+        extractor ran, and how long it took. Events a rollback undid have ``rolled_back_by`` set."""
+        self._finish_pending(wait=True)
+        return self.store.compactions(self.namespace)
+
+    def rollback(self, event_id: int) -> Rollback:
+        """Restore the hot tier and the summary as they were before compaction event
+        ``event_id`` (see :meth:`compactions`); later events are undone too. The demoted
+        messages come back into the hot tier, the summary before the event becomes the newest
+        version, facts the events added are invalidated and values they replaced are current
+        again. Archived copies stay in the archive. Raises ``KeyError`` for an event this
+        session does not have (or one already rolled back)."""
+        if isinstance(event_id, bool) or not isinstance(event_id, int):
+            raise TypeError(f"event_id must be an int, got {type(event_id).__name__}")
+        self._finish_pending(wait=True)
+
+        def undo_facts(session: Any, events: list[CompactionRow]) -> None:
+            for ev in events:
+                self.cold.undo(json.loads(ev.facts or "{}"), session)
+
+        record = self.store.rollback(self.namespace, event_id, also=undo_facts)
+        self._load()
+        self.cold.version += 1
+        undone = json.loads(record.facts)["undone"]
+        return Rollback(event_id=record.id or 0, undone=tuple(undone), messages_restored=len(json.loads(record.message_ids)),
+                        summary_version=record.summary_version)
 
     def stats(self) -> MemoryStats:
         """Sizes of the tiers and counts of paging events."""
@@ -813,9 +857,10 @@ class Memory:
         items = [_archive_item(self.namespace, [by_call[str(m.data.get("tool_call_id"))], m], "tool_result", f"result:{m.id}")
                  for m in hidden if m.id in chosen and str(m.data.get("tool_call_id")) in by_call]
 
-        def write(session: Any) -> None:
-            self.cold.apply(cands, invs, session=session)
+        def write(session: Any) -> dict[str, Any]:
+            changes = self.cold.apply(cands, invs, session=session)
             self.archival.stage(session, items)
+            return fact_log(changes)
 
         try:
             self.store.compact(self.namespace, ids, before, after, also=write)
@@ -948,9 +993,10 @@ class Memory:
                                      first_seq=0, last_seq=p.old_summary.through_seq, roles="system",
                                      created_at=p.old_summary.created_at or time.time()))
 
-        def write_facts(session: Any) -> None:
-            self.cold.apply(p.candidates, p.invalidations, session=session)
+        def write_facts(session: Any) -> dict[str, Any]:
+            changes = self.cold.apply(p.candidates, p.invalidations, session=session)
             self.archival.stage(session, items)
+            return fact_log(changes)
 
         after = self._total(0, None, _Rooms())
         try:

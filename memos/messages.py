@@ -9,6 +9,7 @@ stores it: the OpenAI dict plus id, sequence number and token count.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,14 +73,26 @@ def message_text(data: Mapping[str, Any]) -> str:
     )
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """``text`` with lone surrogates (what undecodable bytes become under Python's
+    ``surrogateescape``) replaced by U+FFFD, so it can be stored and sent as UTF-8."""
+    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
+
+
 def _text_content(content: Any, where: str, *, allow_none: bool) -> Any:
     if content is None:
         if allow_none:
             return None
         raise InvalidMessage(f"{where}: 'content' is required")
+    if isinstance(content, (bytes, bytearray)):  # raw tool output: invalid UTF-8 becomes U+FFFD
+        return bytes(content).decode("utf-8", errors="replace")
     if isinstance(content, str):
-        return content
+        return clean_text(content)
     if isinstance(content, list):
+        parts: list[dict[str, Any]] = []
         for i, part in enumerate(content):
             if not isinstance(part, Mapping):
                 raise InvalidMessage(f"{where}: content part {i} must be an object, got {type(part).__name__}")
@@ -87,11 +100,12 @@ def _text_content(content: Any, where: str, *, allow_none: bool) -> Any:
             if kind == "text":
                 if not isinstance(part.get("text"), str):
                     raise InvalidMessage(f"{where}: content part {i} of type 'text' needs a string 'text'")
+                parts.append({**part, "text": clean_text(part["text"])})
             elif kind in ("image_url", "input_audio", "file", "refusal"):
-                continue
+                parts.append(dict(part))
             else:
                 raise InvalidMessage(f"{where}: content part {i} has unknown type {kind!r}")
-        return [dict(p) for p in content]
+        return parts
     raise InvalidMessage(f"{where}: 'content' must be a string or a list of content parts, got {type(content).__name__}")
 
 
@@ -118,7 +132,7 @@ def _tool_calls(calls: Any, where: str) -> list[dict[str, Any]]:
         args = fn.get("arguments", "")
         if not isinstance(args, str):
             raise InvalidMessage(f"{where}: tool_calls[{i}].function.arguments must be a JSON string")
-        out.append({"id": call_id, "type": "function", "function": {"name": fn["name"], "arguments": args}})
+        out.append({"id": call_id, "type": "function", "function": {"name": fn["name"], "arguments": clean_text(args)}})
     return out
 
 

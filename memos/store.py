@@ -39,6 +39,7 @@ __all__ = [
 ]
 
 NAMESPACE_SEP = "/"
+_APPEND_ATTEMPTS = 20
 Namespace = tuple[str, ...]
 
 
@@ -121,6 +122,10 @@ class CompactionRow(SQLModel, table=True):
     extractor: str = ""  # what extracted the facts, the same way
     duration_ms: float = 0.0
     created_at: float
+    # JSON: {"added": [fact ids], "updated": [[new, old]], "invalidated": [fact ids]}
+    facts: str = "{}"
+    # set on events a rollback undid: the id of the 'rollback' event
+    rolled_back_by: int | None = None
 
 
 @dataclass(frozen=True)
@@ -171,6 +176,29 @@ def pg_any_terms(terms: Sequence[str]) -> tuple[str, dict[str, str]]:
     return "(" + " || ".join(parts) + ")", {f"term{i}": t for i, t in enumerate(terms)}
 
 
+def _add_missing_columns(engine: Engine) -> None:
+    """Columns added to memos' tables since a store was created get added to it (with
+    their default), so an older store opens without a migration tool."""
+    from sqlalchemy import inspect
+
+    insp = inspect(engine)
+    tables = set(insp.get_table_names())
+    with engine.begin() as conn:
+        for table in SQLModel.metadata.sorted_tables:
+            if not table.name.startswith("memos_") or table.name not in tables:
+                continue
+            have = {c["name"] for c in insp.get_columns(table.name)}
+            for column in table.columns:
+                if column.name in have:
+                    continue
+                arg = getattr(column.default, "arg", None)
+                default = None if callable(arg) else arg
+                ddl = f"ALTER TABLE {table.name} ADD COLUMN {column.name} {column.type.compile(engine.dialect)}"
+                if default is not None:
+                    ddl += f" DEFAULT {json.dumps(default) if isinstance(default, str) else default}".replace('"', "'")
+                conn.execute(text(ddl))
+
+
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
@@ -201,6 +229,7 @@ class Store:
     def __init__(self, store: str | Path | Engine) -> None:
         self.engine = store if isinstance(store, Engine) else make_engine(store)
         SQLModel.metadata.create_all(self.engine)
+        _add_missing_columns(self.engine)
 
     def close(self) -> None:
         """Release the engine's connections."""
@@ -228,24 +257,37 @@ class Store:
             return 0 if top is None else int(top) + 1
 
     def append(self, ns: Namespace, items: Sequence[tuple[dict[str, Any], int, bool]], first_seq: int) -> list[Message]:
-        """Log new messages (data, tokens, pinned) in one transaction and return them."""
-        now = time.time()
-        out = []
-        rows = []
-        for offset, (data, tokens, pinned) in enumerate(items):
-            mid = uuid.uuid4().hex
-            seq = first_seq + offset
-            rows.append(
-                MessageRow(
-                    id=mid, namespace=_ns_key(ns), seq=seq, role=data["role"],
-                    data=json.dumps(data, ensure_ascii=False), tokens=tokens, created_at=now, pinned=pinned,
+        """Log new messages (data, tokens, pinned) in one transaction and return them.
+
+        They get the sequence numbers from ``first_seq`` on; when another process has taken
+        those meanwhile (two writers on one session), the next free ones, so nothing is lost.
+        """
+        from sqlalchemy.exc import IntegrityError
+
+        for attempt in range(_APPEND_ATTEMPTS):
+            now = time.time()
+            out = []
+            rows = []
+            for offset, (data, tokens, pinned) in enumerate(items):
+                mid = uuid.uuid4().hex
+                seq = first_seq + offset
+                rows.append(
+                    MessageRow(
+                        id=mid, namespace=_ns_key(ns), seq=seq, role=data["role"],
+                        data=json.dumps(data, ensure_ascii=False), tokens=tokens, created_at=now, pinned=pinned,
+                    )
                 )
-            )
-            out.append(Message(id=mid, seq=seq, data=data, tokens=tokens, created_at=now, pinned=pinned))
-        with Session(self.engine, expire_on_commit=False) as s:
-            s.add_all(rows)
-            s.commit()
-        return out
+                out.append(Message(id=mid, seq=seq, data=data, tokens=tokens, created_at=now, pinned=pinned))
+            try:
+                with Session(self.engine, expire_on_commit=False) as s:
+                    s.add_all(rows)
+                    s.commit()
+                return out
+            except IntegrityError:
+                if attempt == _APPEND_ATTEMPTS - 1:
+                    raise
+                first_seq = self.next_seq(ns)
+        raise AssertionError("unreachable")
 
     def set_flags(self, ns: Namespace, ids: Iterable[str], **values: Any) -> None:
         """Set ``pinned`` / ``compacted`` / ``tier`` on logged rows of ``ns``."""
@@ -265,29 +307,29 @@ class Store:
         """Record a soft compaction: mark ``ids`` compacted and log the event, in one
         transaction with ``also(session)``."""
         with Session(self.engine, expire_on_commit=False) as s:
-            if also is not None:
-                also(s)
+            facts = also(s) if also is not None else None
             rows = s.exec(select(MessageRow).where(MessageRow.namespace == _ns_key(ns), col(MessageRow.id).in_(list(ids)))).all()
             for r in rows:
                 r.compacted = True
                 s.add(r)
             s.add(CompactionRow(namespace=_ns_key(ns), kind="soft", tokens_before=tokens_before,
-                                tokens_after=tokens_after, message_ids=json.dumps(list(ids)), created_at=time.time()))
+                                tokens_after=tokens_after, message_ids=json.dumps(list(ids)),
+                                facts=json.dumps(facts or {}), created_at=time.time()))
             s.commit()
 
     def session(self) -> Session:
         """A new session on the store's engine (the caller commits)."""
         return Session(self.engine, expire_on_commit=False)
 
-    def demote(self, ns: Namespace, d: Demotion, *, also: Callable[[Session], None] | None = None) -> SummaryRow | None:
+    def demote(self, ns: Namespace, d: Demotion, *, also: Callable[[Session], Any] | None = None) -> SummaryRow | None:
         """Apply a demotion in one transaction; returns the new summary version, if any.
 
-        ``also(session)`` runs inside the same transaction (the cold tier's facts).
+        ``also(session)`` runs inside the same transaction (the cold tier's facts); what it
+        returns is recorded with the event as the facts it changed.
         """
         key = _ns_key(ns)
         with Session(self.engine, expire_on_commit=False) as s:
-            if also is not None:
-                also(s)
+            facts = also(s) if also is not None else None
             ids = list(d.warm_ids) + list(d.pinned_ids)
             rows = s.exec(select(MessageRow).where(MessageRow.namespace == key, col(MessageRow.id).in_(ids))).all()
             pinned = set(d.pinned_ids)
@@ -304,12 +346,64 @@ class Store:
             s.add(CompactionRow(namespace=key, kind="hard", tokens_before=d.tokens_before, tokens_after=d.tokens_after,
                                 message_ids=json.dumps(ids), summary_version=summary.version if summary else None,
                                 summarizer=d.summarizer, extractor=d.extractor, duration_ms=d.duration_ms,
-                                created_at=time.time()))
+                                facts=json.dumps(facts or {}), created_at=time.time()))
             s.commit()
             if summary is not None:
                 s.refresh(summary)
                 s.expunge(summary)
         return summary
+
+    def rollback(self, ns: Namespace, event_id: int, *, also: Callable[[Session, list[CompactionRow]], Any] | None = None
+                 ) -> CompactionRow:
+        """Undo compaction event ``event_id`` of ``ns`` and every later one, in one transaction:
+        their messages are hot (and not compacted) again, the summary is the one from before
+        the event (as a new version), and ``also(session, undone_events)`` reverses their facts.
+        Returns the ``rollback`` event recorded. Raises ``KeyError`` when ``ns`` has no such event."""
+        key = _ns_key(ns)
+        with Session(self.engine, expire_on_commit=False) as s:
+            target = s.get(CompactionRow, event_id)
+            if target is None or target.namespace != key or target.kind not in ("soft", "hard"):
+                raise KeyError(f"no compaction event {event_id} in this session")
+            if target.rolled_back_by is not None:
+                raise KeyError(f"compaction event {event_id} was already rolled back (by event {target.rolled_back_by})")
+            undone = list(s.exec(select(CompactionRow).where(
+                CompactionRow.namespace == key, col(CompactionRow.id) >= event_id, col(CompactionRow.kind).in_(["soft", "hard"]),
+                col(CompactionRow.rolled_back_by).is_(None)).order_by(col(CompactionRow.id).desc())).all())
+            restored: list[str] = []
+            for ev in undone:
+                ids = json.loads(ev.message_ids)
+                restored += ids
+                rows = s.exec(select(MessageRow).where(MessageRow.namespace == key, col(MessageRow.id).in_(ids))).all()
+                for r in rows:
+                    if ev.kind == "hard":
+                        r.tier = "hot"
+                    r.compacted = False
+                    s.add(r)
+            if also is not None:
+                also(s, undone)
+            versions = [ev.summary_version for ev in undone if ev.summary_version is not None]
+            summary_version = None
+            if versions:
+                before = s.exec(select(SummaryRow).where(SummaryRow.namespace == key,
+                                                         SummaryRow.version == min(versions) - 1)).first()
+                top = s.exec(select(func.max(SummaryRow.version)).where(SummaryRow.namespace == key)).one()
+                summary_version = int(top or 0) + 1
+                s.add(SummaryRow(namespace=key, version=summary_version, text=before.text if before else "",
+                                 tokens=before.tokens if before else 0, through_seq=before.through_seq if before else -1,
+                                 kind="rollback", created_at=time.time()))
+            record = CompactionRow(namespace=key, kind="rollback", tokens_before=0, tokens_after=0,
+                                   message_ids=json.dumps(restored), summary_version=summary_version,
+                                   facts=json.dumps({"rolled_back_to": event_id, "undone": [ev.id for ev in undone]}),
+                                   created_at=time.time())
+            s.add(record)
+            s.flush()
+            for ev in undone:
+                ev.rolled_back_by = record.id
+                s.add(ev)
+            s.commit()
+            s.refresh(record)
+            s.expunge(record)
+            return record
 
     # -- summaries and events ------------------------------------------------------
 

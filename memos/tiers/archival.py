@@ -202,6 +202,10 @@ class ChromaBackend:
         """Number of vectors the namespace holds."""
         return int(self._collection(namespace).count())
 
+    def ids(self, namespace: str) -> set[str]:
+        """The ids of every vector the namespace holds (to check it against the store)."""
+        return set(self._collection(namespace).get(include=[])["ids"])
+
 
 def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> dict[str, float]:
     """Reciprocal rank fusion: each id scores the sum of 1 / (k + rank) over the rankings."""

@@ -158,6 +158,20 @@ class FactChange:
     previous: Fact | None = None
 
 
+def fact_log(changes: Iterable[FactChange]) -> dict[str, Any]:
+    """What a batch of changes did, as the compaction log records it: fact ids added,
+    ``[new, old]`` pairs updated, ids invalidated."""
+    out: dict[str, Any] = {"added": [], "updated": [], "invalidated": []}
+    for ch in changes:
+        if ch.op is FactOp.ADD and ch.fact.status == "current":
+            out["added"].append(ch.fact.id)
+        elif ch.op is FactOp.UPDATE:
+            out["updated"].append([ch.fact.id, ch.previous.id if ch.previous else None])
+        elif ch.op is FactOp.INVALIDATE:
+            out["invalidated"].append(ch.fact.id)
+    return out
+
+
 @dataclass
 class _Index:
     """Normalised values of every fact ever seen (any status) and of forgotten ones."""
@@ -266,6 +280,38 @@ class ColdTier:
         if any(ch.op is not FactOp.NOOP for ch in changes):
             self.version += 1
         return changes
+
+    def undo(self, log: dict[str, Any], session: Session) -> int:
+        """Reverse the changes a compaction event recorded (see :func:`fact_log`): facts it
+        added are invalidated, values it replaced are current again, facts it invalidated
+        are restored. Returns how many rows changed."""
+        now = time.time()
+        n = 0
+
+        def set_status(fact_id: int, status: str, *, expect: str) -> None:
+            nonlocal n
+            row = session.get(Fact, fact_id)
+            if row is None or row.namespace != self.namespace or row.status != expect:
+                return
+            row.status = status
+            row.valid_to = now if status != "current" else None
+            if status == "current":
+                row.superseded_by = None
+            session.add(row)
+            n += 1
+
+        for new_id, old_id in log.get("updated", []):
+            set_status(int(new_id), "invalidated", expect="current")
+            set_status(int(old_id), "current", expect="superseded")
+        for fact_id in log.get("added", []):
+            set_status(int(fact_id), "invalidated", expect="current")
+        for fact_id in log.get("invalidated", []):
+            set_status(int(fact_id), "current", expect="invalidated")
+        session.flush()
+        if n:
+            self.version += 1
+            self._known = None
+        return n
 
     def _apply_one(self, s: Session, cand: FactCandidate, now: float) -> FactChange:
         same = s.exec(
