@@ -52,7 +52,8 @@ def child(store: str, session: str, seed: int, count: int | None = None) -> int:
             batch = [{"role": "assistant", "content": f"Understood ({tag}). " + "I will keep that in mind. " * rng.randint(1, 6)}]
         else:
             cid = f"call_{tag}"
-            rows = [{"sku": f"SKU-{rng.randint(1000, 9999)}", "note": "x" * rng.randint(10, 80)} for _ in range(rng.randint(2, 12))]
+            rows = [{"sku": f"SKU-{rng.randint(1000, 9999)}", "note": "x" * rng.randint(10, 80)}
+                    for _ in range(rng.randint(2, 12))]
             batch = [{"role": "assistant", "content": None,
                       "tool_calls": [{"id": cid, "type": "function", "function": {"name": "search", "arguments": "{}"}}]},
                      {"role": "tool", "tool_call_id": cid, "content": json.dumps(rows)}]
