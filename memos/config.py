@@ -30,15 +30,15 @@ class MemosSettings:
     # Share of the budget the relevant (not pinned) facts may take.
     facts_share: float = 0.10
     # Share of the budget recalled archival items may take.
-    recall_share: float = 0.40
+    recall_share: float = 0.60
     # Share of the budget held back for recall: paging thresholds apply to the rest.
-    recall_reserve: float = 0.30
+    recall_reserve: float = 0.40
     # Bring archival items relevant to the latest user message (or query) into the prompt.
     auto_recall: bool = True
     # Archival items auto-recall looks at for each prompt.
-    recall_top_k: int = 24
+    recall_top_k: int = 60
     # Auto-recall ignores dense matches less similar than this (cosine) to the user message.
-    recall_min_similarity: float = 0.30
+    recall_min_similarity: float = 0.20
     # Share of the budget above which the agent sees a memory-pressure notice.
     warning_threshold: float = 0.70
     # Show that notice at all.

@@ -708,9 +708,7 @@ class Memory:
             if h.id in seen or (h.message_ids and set(h.message_ids) <= hot):
                 continue
             seen.add(h.id)
-            when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(h.created_at)) if h.created_at > 0 else ""
-            where = f"#{h.first_seq}" if h.first_seq == h.last_seq else f"#{h.first_seq}-#{h.last_seq}"
-            line = f"({h.kind} {h.id}, {where}, {when}) {' '.join(h.text.split())}"
+            line = f"({_provenance(h)}) {' '.join(h.text.split())}"
             if self.counter.count(line) > per_item:
                 line = self.counter.clip(line, per_item, " … ")
             cost = self.counter.count(line) + 2
@@ -1067,6 +1065,15 @@ def _one_of(**options: Any) -> str:
 
 def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:200]
+
+
+def _provenance(h: Hit) -> str:
+    """Where a recalled item came from, in few tokens: the message numbers and the day
+    (an auto-recalled line costs its provenance on every prompt; retrieve returns the ids)."""
+    where = f"#{h.first_seq}" if h.first_seq == h.last_seq else f"#{h.first_seq}-#{h.last_seq}"
+    when = time.strftime("%Y-%m-%d", time.gmtime(h.created_at)) if h.created_at > 0 else ""
+    parts = [where] if h.kind in ("message", "tool_chain") else [h.kind, where]
+    return ", ".join([*parts, when] if when else parts)
 
 
 def _recall_room(rooms: _Rooms) -> int:

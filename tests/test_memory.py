@@ -134,7 +134,7 @@ def test_budget_exceeded_says_how_much_is_needed(make_memory):
 
 
 def test_soft_compaction_leaves_a_placeholder_naming_the_log_id(make_memory):
-    settings = MemosSettings(budget_tokens=2000, soft_threshold=0.3, hard_threshold=0.95, hot_target=0.9)
+    settings = MemosSettings(budget_tokens=2000, soft_threshold=0.3, hard_threshold=0.95, hot_target=0.9, recall_reserve=0.3)
     mem = make_memory(settings=settings)
     fill(mem, 8, result_words=80)
     ctx = mem.context()

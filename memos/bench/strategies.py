@@ -236,7 +236,7 @@ class MemosStrategy:
 
     def __init__(self, counter: TokenCounter, budget: int, settings: MemosSettings | None = None) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="memos-bench-"))
-        base = settings or MemosSettings()
+        base = settings or MemosSettings.from_env()
         from dataclasses import replace
 
         self.memory = Memory("bench", store=self.dir / "memos.db", settings=replace(base, budget_tokens=budget),

@@ -298,13 +298,25 @@ class ArchivalTier:
     # -- writes --------------------------------------------------------------------
 
     def stage(self, session: Session, items: Iterable[ArchiveItem]) -> int:
-        """Write items (and their keyword index) in the caller's transaction, unindexed."""
+        """Write items (and their keyword index) in the caller's transaction, unindexed.
+        An item whose id is already stored (written by another process meanwhile) is skipped."""
         n = 0
         for item in items:
-            existing = session.get(ArchiveItem, item.id)
+            with session.no_autoflush:
+                existing = session.get(ArchiveItem, item.id)
             if existing is not None:
                 continue
-            session.add(item)
+            values = item.model_dump()
+            dialect = session.get_bind().dialect.name
+            if dialect in ("sqlite", "postgresql"):
+                from sqlalchemy.dialects import postgresql, sqlite
+
+                ins = (sqlite.insert if dialect == "sqlite" else postgresql.insert)(ArchiveItem)
+                written = session.exec(ins.values(**values).on_conflict_do_nothing(index_elements=["id"]))  # type: ignore[call-overload]
+                if not written.rowcount:
+                    continue
+            else:
+                session.add(item)
             if self.fts:
                 session.exec(  # type: ignore[call-overload]
                     text("INSERT INTO memos_archive_fts(namespace, item_id, text) VALUES (:ns, :id, :t)"),
