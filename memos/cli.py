@@ -200,17 +200,25 @@ def _bench_locomo(args: argparse.Namespace, console: Any, Table: Any) -> int:
         raise SystemExit("error: every budget must be at least 256 tokens")
     if not Path(args.data).is_file():
         raise SystemExit(f"error: no LoCoMo file at {args.data}")
+    llm = None
+    if args.llm:
+        from .llm import LLMConfig
+
+        llm = LLMConfig.from_env()
+        if llm is None:
+            raise SystemExit("error: --llm needs MEMOS_LLM_BASE_URL (and MEMOS_LLM_MODEL) or OPENAI_API_KEY")
     with console.status("running LoCoMo") as status:
         result = run_locomo(args.data, budgets=budgets, conversations=args.conversations, questions=args.questions,
-                            progress=lambda msg: status.update(f"running LoCoMo: {msg}"))
+                            progress=lambda msg: status.update(f"running LoCoMo: {msg}"), llm=llm)
     table = Table(title=f"LoCoMo ({result['params']['conversations']} conversations)")
-    for col in ("strategy", "budget", "evidence recall", "answer in context", "context tokens", "ms/turn", "ms/question"):
+    cols = ["strategy", "budget", "evidence recall", "answer in context", "context tokens", "ms/turn", "ms/question"]
+    for col in cols + (["LLM-judged accuracy"] if llm else []):
         table.add_column(col, justify="left" if col == "strategy" else "right")
     for r in result["results"]:
         m = r["metrics"]
         table.add_row(r["strategy"], str(r["budget"] or "none"), f"{m['evidence_recall']:.3f}",
                       f"{m['answer_containment']:.3f}", f"{m['mean_context_tokens']:.0f}", f"{m['ms_per_turn']:.2f}",
-                      f"{m['ms_per_question']:.1f}")
+                      f"{m['ms_per_question']:.1f}", *([f"{m['llm_accuracy']:.3f}"] if llm else []))
     console.print(table)
     _write(result, args.out, console)
     png = _png(args.out)
@@ -440,6 +448,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     locomo.add_argument("--conversations", type=int, default=None, help="only the first N conversations")
     locomo.add_argument("--questions", type=int, default=None, help="only the first N questions of each")
     locomo.add_argument("--out", default=None, help="write the results as JSON here (and a PNG beside it)")
+    locomo.add_argument("--llm", action="store_true", help="also answer each question with the model and judge it "
+                                                           "(MEMOS_LLM_BASE_URL / MEMOS_LLM_MODEL / OPENAI_API_KEY)")
     pref = bench_sub.add_parser("prefeval", help="PrefEval: is a stated preference in the prompt after N filler messages")
     pref.add_argument("--data", default="../shared/data/prefeval", help="the PrefEval folder")
     pref.add_argument("--filler", default="10,100,300", help="filler message counts, comma-separated (default 10,100,300)")

@@ -74,6 +74,15 @@ class FakeOpenAI:
         tools = {t["function"]["name"] for t in body.get("tools") or []}
         system = str(messages[0].get("content", "")) if messages else ""
         last = messages[-1] if messages else {}
+        if system.startswith("[memos:answer]"):  # an extractive "model": the line most like the question
+            words = set(re.findall(r"\w{4,}", str(last.get("content", "")).lower()))
+            lines = [ln for m in messages[1:-1] for ln in str(m.get("content") or "").splitlines() if ln.strip()]
+            best = max(lines, key=lambda ln: len(words & set(re.findall(r"\w{4,}", ln.lower()))), default="not mentioned")
+            return _message({"role": "assistant", "content": best[:300]})
+        if system.startswith("[memos:judge]"):
+            gold = re.search(r"Gold answer: (.*)\nModel answer: (.*)", str(last.get("content", "")), re.S)
+            ok = bool(gold) and gold.group(1).strip().lower() in gold.group(2).lower()  # type: ignore[union-attr]
+            return _message({"role": "assistant", "content": "CORRECT" if ok else "WRONG"})
         if system.startswith("[memos:summarize]"):
             if self.hold is not None:
                 self.hold.wait(timeout=30)

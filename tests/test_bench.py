@@ -121,3 +121,37 @@ def test_overhead_smoke_run(tmp_path):
         for m in r["by_size"].values():
             assert 0 < m["p50_ms"] <= m["p95_ms"] <= m["max_ms"] and m["peak_mb"] > 0 and m["turns"] == 10
     assert main(["bench", "overhead", "--sizes", "x"]) == 2
+
+
+@pytest.mark.skipif(not LOCOMO.is_file(), reason="LoCoMo data is not beside the repository")
+def test_locomo_with_llm_answers_and_judges_through_the_openai_api(tmp_path, monkeypatch):
+    from tests.llm_server import FakeOpenAI
+
+    out = tmp_path / "locomo-llm.json"
+    with FakeOpenAI() as server:
+        monkeypatch.setenv("MEMOS_LLM_BASE_URL", server.url)
+        monkeypatch.setenv("MEMOS_LLM_MODEL", "judge-model")
+        monkeypatch.setenv("OPENAI_API_KEY", "test")
+        assert main(["bench", "locomo", "--data", str(LOCOMO), "--budget", "1024", "--conversations", "1",
+                     "--questions", "5", "--llm", "--out", str(out)]) == 0
+        answers = [r for r in server.requests if r["messages"][0]["content"].startswith("[memos:answer]")]
+        judged = [r for r in server.requests if r["messages"][0]["content"].startswith("[memos:judge]")]
+    result = json.loads(out.read_text())
+    assert result["params"]["llm"]["model"] == "judge-model" and result["params"]["llm"]["calls"] == len(server.requests)
+    assert len(server.requests) == len(answers) + len(judged)  # memory itself stays offline in the benchmark
+    assert len(answers) == len(judged) == 5 * len(result["results"])
+    assert answers[0]["messages"][-1]["role"] == "user"  # the question comes last, after the strategy's prompt
+    for r in result["results"]:
+        assert 0.0 <= r["metrics"]["llm_accuracy"] <= 1.0
+    full = next(r for r in result["results"] if r["strategy"] == "full_history")["metrics"]["llm_accuracy"]
+    window = next(r for r in result["results"] if r["strategy"] == "sliding_window")["metrics"]["llm_accuracy"]
+    assert full >= window
+
+
+def test_locomo_llm_needs_an_endpoint(monkeypatch, capsys):
+    for var in ("MEMOS_LLM_BASE_URL", "MEMOS_LLM_MODEL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    if not LOCOMO.is_file():
+        pytest.skip("LoCoMo data is not beside the repository")
+    assert main(["bench", "locomo", "--data", str(LOCOMO), "--llm", "--questions", "1", "--conversations", "1"]) == 2
+    assert "--llm needs" in capsys.readouterr().out

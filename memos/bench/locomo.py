@@ -6,6 +6,7 @@ session's date, a shared image its caption). Then, for every question of categor
 the strategy builds its prompt with the question as the query (questions are not
 stored), and the prompt is scored: evidence recall (share of the question's evidence
 turns whose text is in it) and answer containment (the gold answer string is in it).
+With ``--llm``, the model answers from each prompt and judges its answer against the gold.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from ..tokens import TokenCounter
 from .scoring import answer_contained, context_text, evidence_recall
 from .strategies import STRATEGIES, make_strategy
 
-__all__ = ["CATEGORIES", "Conversation", "load_locomo", "plot_locomo", "run_locomo"]
+__all__ = ["CATEGORIES", "Conversation", "LLMJudge", "load_locomo", "plot_locomo", "run_locomo"]
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 
@@ -74,6 +75,39 @@ def load_locomo(path: str | Path, *, conversations: int | None = None) -> list[C
     return out
 
 
+ANSWER_PROMPT = ("[memos:answer] Answer the user's last question from the conversation and memory in this prompt. "
+                 "Reply with the answer only, in a few words; if the prompt does not say, reply 'not mentioned'.")
+JUDGE_PROMPT = ("[memos:judge] You grade answers. Given a question, the gold answer and a model's answer, reply with "
+                "exactly CORRECT if the model's answer means the same as the gold answer (dates and names may be "
+                "written differently), otherwise exactly WRONG.")
+
+
+class LLMJudge:
+    """Answers a question from a strategy's prompt with the model, then asks the model
+    whether that answer matches the gold one (the LLM-as-judge protocol of memory benchmarks)."""
+
+    def __init__(self, config: Any) -> None:
+        from ..llm import make_client
+
+        self.config = config
+        self.client = make_client(config)
+        self.calls = 0
+
+    def _ask(self, messages: list[dict[str, Any]]) -> str:
+        from ..llm.client import complete
+
+        self.calls += 1
+        reply = complete(self.client, self.config, messages, max_tokens=64)
+        return str(reply.choices[0].message.content or "").strip()
+
+    def grade(self, prompt: list[dict[str, Any]], question: str, gold: Any) -> tuple[str, bool]:
+        """The model's answer to ``question`` from ``prompt``, and whether the judge accepts it."""
+        answer = self._ask([{"role": "system", "content": ANSWER_PROMPT}, *prompt])
+        verdict = self._ask([{"role": "system", "content": JUDGE_PROMPT},
+                             {"role": "user", "content": f"Question: {question}\nGold answer: {gold}\nModel answer: {answer}"}])
+        return answer, verdict.upper().startswith("CORRECT")
+
+
 def run_locomo(
     data: str | Path,
     *,
@@ -82,9 +116,14 @@ def run_locomo(
     conversations: int | None = None,
     questions: int | None = None,
     progress: Callable[[str], None] | None = None,
+    llm: Any = None,
 ) -> dict[str, Any]:
-    """Run the benchmark; returns the JSON-able result (see ``memos bench locomo``)."""
+    """Run the benchmark; returns the JSON-able result (see ``memos bench locomo``).
+
+    With ``llm`` (an :class:`~memos.llm.LLMConfig`), every prompt is also answered by the
+    model and the answer judged by it: ``llm_accuracy`` overall and by category."""
     counter = TokenCounter()
+    judge = LLMJudge(llm) if llm is not None else None
     convs = load_locomo(data, conversations=conversations)
     results = []
     for budget in budgets:
@@ -93,7 +132,9 @@ def run_locomo(
                 continue  # no budget: the same at every budget
             rec: list[float] = []
             ans: list[float] = []
-            by_cat: dict[int, dict[str, list[float]]] = {c: {"evidence_recall": [], "answer_containment": []} for c in CATEGORIES}
+            by_cat: dict[int, dict[str, list[float]]] = {
+                c: {"evidence_recall": [], "answer_containment": [], **({"llm_accuracy": []} if judge else {})} for c in CATEGORIES}
+            judged: list[float] = []
             tokens: list[int] = []
             ingest_s = 0.0
             turns = 0
@@ -121,6 +162,10 @@ def run_locomo(
                         by_cat[q["category"]]["evidence_recall"].append(r)
                     ans.append(a)
                     by_cat[q["category"]]["answer_containment"].append(a)
+                    if judge is not None:
+                        _, ok = judge.grade(ctx, q["question"], q["answer"])
+                        judged.append(float(ok))
+                        by_cat[q["category"]]["llm_accuracy"].append(float(ok))
                 strat.close()
                 if progress:
                     progress(f"{name} @ {budget}: {conv.sample_id}")
@@ -131,6 +176,7 @@ def run_locomo(
                     "evidence_recall": _mean(rec), "answer_containment": _mean(ans),
                     "mean_context_tokens": round(_mean(tokens), 1), "ms_per_turn": round(ingest_s * 1000 / max(1, turns), 3),
                     "ms_per_question": round(_mean(query_ms), 2), "questions": len(ans), "over_budget": over,
+                    **({"llm_accuracy": _mean(judged)} if judge else {}),
                 },
                 "by_category": {CATEGORIES[c]: {k: _mean(v) for k, v in d.items()} for c, d in by_cat.items()},
             })
@@ -138,7 +184,8 @@ def run_locomo(
         "benchmark": "locomo",
         "params": {"data": str(data), "budgets": list(budgets), "conversations": len(convs),
                    "questions_per_conversation": questions, "tokens": counter.encoding_name,
-                   "embedding_model": "all-MiniLM-L6-v2", "llm": None},
+                   "embedding_model": "all-MiniLM-L6-v2",
+                   "llm": {"model": llm.model, "base_url": llm.base_url, "calls": judge.calls} if judge else None},
         "results": results,
     }
 

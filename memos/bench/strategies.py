@@ -26,6 +26,7 @@ import numpy as np
 
 from ..config import MemosSettings
 from ..embeddings import Embedder, load_embedder
+from ..extract import RuleExtractor
 from ..memory import Memory
 from ..messages import Message
 from ..tiers.archival import ChromaBackend
@@ -239,8 +240,10 @@ class MemosStrategy:
         base = settings or MemosSettings.from_env()
         from dataclasses import replace
 
+        # the offline summariser and rules, as the other strategies (an LLM in the environment is not used)
         self.memory = Memory("bench", store=self.dir / "memos.db", settings=replace(base, budget_tokens=budget),
-                             counter=counter, embedder=shared_embedder())
+                             counter=counter, embedder=shared_embedder(), summarizer=ExtractiveSummarizer(counter),
+                             extractor=RuleExtractor())
         self.flushed = False
 
     def add(self, message: dict[str, Any]) -> None:
