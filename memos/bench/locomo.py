@@ -132,8 +132,8 @@ def run_locomo(
                 continue  # no budget: the same at every budget
             rec: list[float] = []
             ans: list[float] = []
-            by_cat: dict[int, dict[str, list[float]]] = {
-                c: {"evidence_recall": [], "answer_containment": [], **({"llm_accuracy": []} if judge else {})} for c in CATEGORIES}
+            rates = ["evidence_recall", "answer_containment", *(["llm_accuracy"] if judge else [])]
+            by_cat: dict[int, dict[str, list[float]]] = {c: {k: [] for k in rates} for c in CATEGORIES}
             judged: list[float] = []
             tokens: list[int] = []
             ingest_s = 0.0
