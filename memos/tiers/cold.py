@@ -245,6 +245,9 @@ class ColdTier:
         )
         self.pg_fts = ensure_pg_text_index(engine, "memos_fact_tsv", "memos_fact", _PG_DOC)
         self._known: _Index | None = None
+        self._df: dict[str, int] = {}  # fact-search trigram -> facts holding it (an estimate; see _selective)
+        self._df_version: int | None = None
+        self._df_total = 0
 
     # -- writes --------------------------------------------------------------------
 
@@ -499,16 +502,20 @@ class ColdTier:
     def _selective(self, s: Session, terms: list[str]) -> list[str]:
         """The terms worth matching: those in at most 2 % of the facts (at least 200), or
         the rarest. A term is as common as its rarest trigram; very common terms ("order",
-        "reference") make FTS5 rank every fact holding them (11 ms a search at 4k facts)."""
-        grams = sorted({t.lower()[i : i + 3] for t in terms for i in range(len(t) - 2)})
-        rows = s.exec(  # type: ignore[call-overload]
-            text("SELECT term, doc FROM memos_fact_vocab WHERE term IN (" +
-                 ",".join(f":g{i}" for i in range(len(grams))) + ")"),
-            params={f"g{i}": g for i, g in enumerate(grams)},
-        ).all()
-        df = {str(r[0]): int(r[1]) for r in rows}
-        total = s.exec(text("SELECT max(rowid) FROM memos_fact_fts")).one()[0] or 0  # type: ignore[call-overload]
-        limit = max(200, int(total * 0.02))
+        "reference") make FTS5 rank every fact holding them (11 ms a search at 4k facts).
+        Trigram counts are cached and refreshed every ``_DF_REFRESH`` changes to the table."""
+        if self._df_version is None or self.version - self._df_version > _DF_REFRESH:
+            self._df.clear()
+            self._df_version = self.version
+            self._df_total = s.exec(text("SELECT max(rowid) FROM memos_fact_fts")).one()[0] or 0  # type: ignore[call-overload]
+        grams = sorted({t.lower()[i : i + 3] for t in terms for i in range(len(t) - 2)} - self._df.keys())
+        if grams:
+            # an IN list makes fts5vocab scan its whole table; one lookup per term does not
+            for g in grams:
+                row = s.exec(text("SELECT doc FROM memos_fact_vocab WHERE term = :g"), params={"g": g}).first()  # type: ignore[call-overload]
+                self._df[g] = int(row[0]) if row else 0
+        df = self._df
+        limit = max(200, int(self._df_total * 0.02))
 
         def freq(t: str) -> int:
             low = t.lower()
@@ -584,6 +591,7 @@ class ColdTier:
 
 
 _PG_DOC = "key || ' ' || value"
+_DF_REFRESH = 200
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
