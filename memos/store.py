@@ -271,17 +271,13 @@ class Store:
             for offset, (data, tokens, pinned) in enumerate(items):
                 mid = uuid.uuid4().hex
                 seq = first_seq + offset
-                rows.append(
-                    MessageRow(
-                        id=mid, namespace=_ns_key(ns), seq=seq, role=data["role"],
-                        data=json.dumps(data, ensure_ascii=False), tokens=tokens, created_at=now, pinned=pinned,
-                    )
-                )
+                rows.append({"id": mid, "namespace": _ns_key(ns), "seq": seq, "role": data["role"],
+                             "data": json.dumps(data, ensure_ascii=False), "tokens": tokens, "created_at": now,
+                             "tier": "hot", "pinned": pinned, "compacted": False})
                 out.append(Message(id=mid, seq=seq, data=data, tokens=tokens, created_at=now, pinned=pinned))
             try:
-                with Session(self.engine, expire_on_commit=False) as s:
-                    s.add_all(rows)
-                    s.commit()
+                with self.engine.begin() as conn:  # a plain INSERT: the ORM's unit of work is not needed here
+                    conn.execute(MessageRow.__table__.insert(), rows)  # type: ignore[attr-defined]
                 return out
             except IntegrityError:
                 if attempt == _APPEND_ATTEMPTS - 1:
