@@ -6,8 +6,8 @@ For each session length N, a fresh store is filled with N messages of a syntheti
 Each size runs in its own process, so the peak memory (max RSS) is that size's alone.
 memos runs twice: with its defaults (auto-recall embeds each new user message and asks
 the archive; every archived item's vector is written before the timed turns) and with
-``auto_recall=False`` and no background indexer (paging and prompt assembly only; the
-archive items wait in the outbox).
+``auto_recall=False`` and no embedding model (paging and prompt assembly only; archive
+items are written and keyword-indexed, no vectors).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import resource
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -60,10 +61,13 @@ def measure(size: int, variant: str, turns: int = 300, budget: int = 4096) -> di
 
     settings = MemosSettings.from_env()
     recall = variant == "memos"
-    # without recall nothing reads the vectors: the indexer is off, so only paging and assembly are timed
-    settings = replace(settings, budget_tokens=budget, auto_recall=recall, background_indexing=recall)
+    settings = replace(settings, budget_tokens=budget, auto_recall=recall)
     folder = Path(tempfile.mkdtemp(prefix="memos-overhead-"))
-    mem = Memory("overhead", store=folder / "memos.db", settings=settings)
+    if recall:
+        mem = Memory("overhead", store=folder / "memos.db", settings=settings)
+    else:  # nothing reads the vectors without recall: no model, so only paging and assembly are timed
+        warnings.filterwarnings("ignore", message="memos: the embedding model could not be loaded", category=RuntimeWarning)
+        mem = Memory("overhead", store=folder / "memos.db", settings=settings, embedding_model_dir=folder / "no-model")
     msgs = chat_messages()
     t0 = time.perf_counter()
     filled = 0
