@@ -723,8 +723,9 @@ class Memory:
         return out
 
     def _hot_tokens(self) -> int:
+        # compaction only adds to the set while the hot tier keeps its first message, so its size is enough
         key = (len(self._hot), self._hot[0].id if self._hot else "", self._hot[-1].id if self._hot else "",
-               frozenset(self._compacted))
+               len(self._compacted))
         if self._hot_cache is not None and self._hot_cache[0] == key:
             return self._hot_cache[1]
         total = sum(self._unit_tokens(u) for u in group_units(self._hot))

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..tokens import TokenCounter
-from .scoring import answer_contained, context_text, evidence_recall
+from .scoring import answer_contained, context_text, evidence_recall, mean
 from .strategies import STRATEGIES, make_strategy
 
 __all__ = ["CATEGORIES", "Conversation", "LLMJudge", "load_locomo", "plot_locomo", "run_locomo"]
@@ -173,12 +173,12 @@ def run_locomo(
                 "strategy": name,
                 "budget": None if name == "full_history" else budget,
                 "metrics": {
-                    "evidence_recall": _mean(rec), "answer_containment": _mean(ans),
-                    "mean_context_tokens": round(_mean(tokens), 1), "ms_per_turn": round(ingest_s * 1000 / max(1, turns), 3),
-                    "ms_per_question": round(_mean(query_ms), 2), "questions": len(ans), "over_budget": over,
-                    **({"llm_accuracy": _mean(judged)} if judge else {}),
+                    "evidence_recall": mean(rec), "answer_containment": mean(ans),
+                    "mean_context_tokens": round(mean(tokens), 1), "ms_per_turn": round(ingest_s * 1000 / max(1, turns), 3),
+                    "ms_per_question": round(mean(query_ms), 2), "questions": len(ans), "over_budget": over,
+                    **({"llm_accuracy": mean(judged)} if judge else {}),
                 },
-                "by_category": {CATEGORIES[c]: {k: _mean(v) for k, v in d.items()} for c, d in by_cat.items()},
+                "by_category": {CATEGORIES[c]: {k: mean(v) for k, v in d.items()} for c, d in by_cat.items()},
             })
     return {
         "benchmark": "locomo",
@@ -188,10 +188,6 @@ def run_locomo(
                    "llm": {"model": llm.model, "base_url": llm.base_url, "calls": judge.calls} if judge else None},
         "results": results,
     }
-
-
-def _mean(values: Sequence[float]) -> float:
-    return round(sum(values) / len(values), 4) if values else 0.0
 
 
 def plot_locomo(result: dict[str, Any], path: str | Path) -> Path:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..tokens import TokenCounter
-from .scoring import context_text, preference_in_context
+from .scoring import context_text, mean, preference_in_context
 from .strategies import STRATEGIES, make_strategy
 
 __all__ = ["load_fillers", "load_preferences", "run_prefeval"]
@@ -81,12 +81,12 @@ def run_prefeval(
                 hit = float(preference_in_context(context_text(ctx), p["preference"]))
                 hits.append(hit)
                 by_topic.setdefault(p["topic"], {}).setdefault(str(n), []).append(hit)
-            metrics[f"preference_in_context@{n}"] = _mean(hits)
+            metrics[f"preference_in_context@{n}"] = mean(hits)
             if progress:
                 progress(f"{name}, {n} filler messages")
         metrics.update({
-            "preference_in_context": _mean([metrics[f"preference_in_context@{n}"] for n in fillers]),
-            "mean_context_tokens": round(_mean(tokens), 1), "ms_per_turn": round(_mean(ms), 3),
+            "preference_in_context": mean([metrics[f"preference_in_context@{n}"] for n in fillers]),
+            "mean_context_tokens": round(mean(tokens), 1), "ms_per_turn": round(mean(ms), 3),
             "sessions": len(tokens), "over_budget": over,
         })
         results.append({
@@ -94,7 +94,7 @@ def run_prefeval(
             "budget": None if name == "full_history" else budget,
             "metrics": metrics,
             "by_filler": {str(n): metrics[f"preference_in_context@{n}"] for n in fillers},
-            "by_topic": {t: {k: _mean(v) for k, v in d.items()} for t, d in sorted(by_topic.items())},
+            "by_topic": {t: {k: mean(v) for k, v in d.items()} for t, d in sorted(by_topic.items())},
         })
     return {
         "benchmark": "prefeval",
@@ -103,7 +103,3 @@ def run_prefeval(
                    "llm": None},
         "results": results,
     }
-
-
-def _mean(values: Sequence[float]) -> float:
-    return round(sum(values) / len(values), 4) if values else 0.0

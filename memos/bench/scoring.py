@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["answer_contained", "context_text", "evidence_recall", "preference_in_context"]
+__all__ = ["answer_contained", "context_text", "evidence_recall", "mean", "preference_in_context"]
 
 
 def context_text(messages: Sequence[Mapping[str, Any]]) -> str:
@@ -45,3 +45,8 @@ def preference_in_context(context: str, preference: str) -> bool:
     """Whether the stated preference appears in the context (case and whitespace folded)."""
     text = _norm(preference)
     return bool(text) and text in _norm(context)
+
+
+def mean(values: Sequence[float]) -> float:
+    """The mean rounded to 4 places (0.0 for no values), as the results record rates."""
+    return round(sum(values) / len(values), 4) if values else 0.0
