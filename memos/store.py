@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import UniqueConstraint, event, func, text
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import OperationalError
 from sqlmodel import Field, Session, SQLModel, col, create_engine, select
 
 from .errors import InvalidNamespace
@@ -32,6 +33,7 @@ __all__ = [
     "Store",
     "SummaryRow",
     "ensure_pg_text_index",
+    "ensure_schema",
     "ensure_virtual_tables",
     "pg_any_terms",
     "namespace_key",
@@ -155,7 +157,9 @@ def ensure_virtual_tables(engine: Engine, *ddl: str) -> bool:
             for statement in ddl:
                 conn.execute(text(statement))
         return True
-    except Exception:  # SQLite built without FTS5 (or the trigram tokenizer)
+    except OperationalError as exc:  # SQLite built without FTS5 (or the trigram tokenizer)
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise
         return False
 
 
@@ -165,6 +169,7 @@ def ensure_pg_text_index(engine: Engine, name: str, table: str, document: str) -
     if engine.dialect.name != "postgresql":
         return False
     with engine.begin() as conn:
+        _lock_schema(conn)
         conn.execute(text(f"CREATE INDEX IF NOT EXISTS {name} ON {table} USING gin (to_tsvector('simple', {document}))"))
     return True
 
@@ -176,27 +181,49 @@ def pg_any_terms(terms: Sequence[str]) -> tuple[str, dict[str, str]]:
     return "(" + " || ".join(parts) + ")", {f"term{i}": t for i, t in enumerate(terms)}
 
 
-def _add_missing_columns(engine: Engine) -> None:
+_SCHEMA_LOCK_KEY = 0x6D656D6F73  # "memos": the PostgreSQL advisory lock that serialises schema changes
+
+
+def _lock_schema(conn: Connection) -> None:
+    """Hold the database's write lock for the rest of ``conn``'s transaction, so processes
+    opening a new store at once create its tables one after another (each then sees the
+    tables the first created) instead of racing between "does it exist" and "create"."""
+    if conn.dialect.name == "sqlite":
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+    elif conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK_KEY})
+
+
+def ensure_schema(engine: Engine) -> None:
+    """Create memos' tables where missing and add columns newer than the store, in one
+    transaction under the schema lock (safe when several processes open a store at once)."""
+    with engine.connect() as conn:
+        _lock_schema(conn)
+        SQLModel.metadata.create_all(conn)
+        _add_missing_columns(conn)
+        conn.commit()
+
+
+def _add_missing_columns(conn: Connection) -> None:
     """Columns added to memos' tables since a store was created get added to it (with
     their default), so an older store opens without a migration tool."""
     from sqlalchemy import inspect
 
-    insp = inspect(engine)
+    insp = inspect(conn)
     tables = set(insp.get_table_names())
-    with engine.begin() as conn:
-        for table in SQLModel.metadata.sorted_tables:
-            if not table.name.startswith("memos_") or table.name not in tables:
+    for table in SQLModel.metadata.sorted_tables:
+        if not table.name.startswith("memos_") or table.name not in tables:
+            continue
+        have = {c["name"] for c in insp.get_columns(table.name)}
+        for column in table.columns:
+            if column.name in have:
                 continue
-            have = {c["name"] for c in insp.get_columns(table.name)}
-            for column in table.columns:
-                if column.name in have:
-                    continue
-                arg = getattr(column.default, "arg", None)
-                default = None if callable(arg) else arg
-                ddl = f"ALTER TABLE {table.name} ADD COLUMN {column.name} {column.type.compile(engine.dialect)}"
-                if default is not None:
-                    ddl += f" DEFAULT {json.dumps(default) if isinstance(default, str) else default}".replace('"', "'")
-                conn.execute(text(ddl))
+            arg = getattr(column.default, "arg", None)
+            default = None if callable(arg) else arg
+            ddl = f"ALTER TABLE {table.name} ADD COLUMN {column.name} {column.type.compile(conn.dialect)}"
+            if default is not None:
+                ddl += f" DEFAULT {json.dumps(default) if isinstance(default, str) else default}".replace('"', "'")
+            conn.execute(text(ddl))
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -228,8 +255,7 @@ class Store:
 
     def __init__(self, store: str | Path | Engine) -> None:
         self.engine = store if isinstance(store, Engine) else make_engine(store)
-        SQLModel.metadata.create_all(self.engine)
-        _add_missing_columns(self.engine)
+        ensure_schema(self.engine)
 
     def close(self) -> None:
         """Release the engine's connections."""

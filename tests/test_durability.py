@@ -158,6 +158,33 @@ def test_a_bad_import_adds_nothing(store, tmp_path):
     mem.close()
 
 
+_OPEN_AT_ONCE = """
+import os, sys, time
+from memos.store import Store
+print("READY", flush=True)
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.001)
+Store(sys.argv[1]).close()
+print("OPENED", flush=True)
+"""
+
+
+def test_processes_opening_a_new_store_at_once_all_succeed(store, tmp_path):
+    go = tmp_path / "go"
+    procs = [subprocess.Popen([sys.executable, "-c", _OPEN_AT_ONCE, store, str(go)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, cwd=ROOT) for _ in range(6)]
+    for p in procs:
+        assert p.stdout is not None and p.stdout.readline().strip() == "READY"
+    go.touch()
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0 and out.strip() == "OPENED", err[-2000:]
+    mem = Memory("s", store=store, settings=MemosSettings(background_indexing=False))
+    mem.add(user("The store works after a crowded first open."))
+    assert [m.text for m in mem.history()] == ["The store works after a crowded first open."]
+    mem.close()
+
+
 @pytest.mark.skipif(bool(POSTGRES), reason="two processes on one SQLite file")
 def test_two_processes_on_one_sqlite_store_lose_nothing(tmp_path):
     store = tmp_path / "shared.db"
