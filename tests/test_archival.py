@@ -199,3 +199,28 @@ def test_memory_pressure_notice_appears_above_the_warning_threshold(make_memory)
         mem.add([user(f"tell me story number {i} " + "and more " * 20), assistant("ok " * 40)])
     notices = [m for m in mem.context() if PRESSURE_HEADER in str(m.get("content"))]
     assert len(notices) == 1 and notices[0]["role"] == "system" and "`archive`" in notices[0]["content"]
+
+
+def test_threads_opening_one_chroma_path_at_once_all_get_a_working_client(tmp_path):
+    import threading
+
+    from memos.tiers.archival import ChromaBackend
+
+    barrier, errors, backends = threading.Barrier(4), [], []
+
+    def open_and_read() -> None:
+        barrier.wait()
+        try:
+            backend = ChromaBackend.persistent(tmp_path / "shared.chroma")
+            backend.upsert("ns", [f"id-{threading.get_ident()}"], [[0.1] * 8], ["text"], [{"k": "v"}])
+            backends.append(backend)
+        except Exception as exc:  # collected so the assertion names it
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=open_and_read) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(backends[0].ids("ns")) == 4

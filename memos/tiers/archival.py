@@ -121,6 +121,11 @@ class ArchiveBackend(Protocol):
         ...
 
 
+# Chroma shares one System per path between clients and publishes it before starting it, so
+# a client opened on another thread meanwhile gets a half-started one; opening is serialised.
+_CLIENT_LOCK = threading.Lock()
+
+
 class ChromaBackend:
     """Chroma collections (cosine space), one per namespace, on disk, in memory or on a
     Chroma server. A collection per namespace keeps every query an unfiltered HNSW
@@ -153,7 +158,8 @@ class ChromaBackend:
         import chromadb
         from chromadb.config import Settings
 
-        return cls(chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False)), prefix)
+        with _CLIENT_LOCK:
+            return cls(chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False)), prefix)
 
     @classmethod
     def ephemeral(cls, *, prefix: str = "memos") -> ChromaBackend:
@@ -161,7 +167,8 @@ class ChromaBackend:
         import chromadb
         from chromadb.config import Settings
 
-        return cls(chromadb.EphemeralClient(settings=Settings(anonymized_telemetry=False)), prefix)
+        with _CLIENT_LOCK:
+            return cls(chromadb.EphemeralClient(settings=Settings(anonymized_telemetry=False)), prefix)
 
     @classmethod
     def http(cls, url: str, *, prefix: str = "memos") -> ChromaBackend:
