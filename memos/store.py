@@ -10,6 +10,7 @@ all in one transaction. Any SQLAlchemy URL works; a plain path means a SQLite fi
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -21,6 +22,7 @@ from sqlalchemy import UniqueConstraint, event, func, text
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Field, Session, SQLModel, col, create_engine, select
+from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
 
 from .errors import InvalidNamespace
 from .messages import Message
@@ -228,10 +230,20 @@ def _add_missing_columns(conn: Connection) -> None:
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA journal_mode=WAL")
-    cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA busy_timeout=10000")
+    if str(cur.execute("PRAGMA journal_mode").fetchone()[0]).lower() not in ("wal", "memory"):
+        # WAL is a property of the file: only a new store switches, and SQLite answers "locked"
+        # at once (without waiting) when other connections are opening it at that moment
+        for attempt in Retrying(retry=retry_if_exception(_sqlite_locked), stop=stop_after_delay(30),
+                                wait=wait_random_exponential(0.01, 0.5), reraise=True):
+            with attempt:
+                cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
     cur.close()
+
+
+def _sqlite_locked(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
 
 
 def make_engine(store: str | Path) -> Engine:

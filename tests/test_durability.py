@@ -220,11 +220,12 @@ _LABEL = st.sampled_from(["ana", "bob", "chen", "dara"])
        extra=st.dictionaries(st.sampled_from(["user", "namespace", "session", "agent"]), _LABEL, max_size=2))
 def test_no_query_or_tool_argument_reaches_another_users_memory(shared_users, owner, query, extra):
     mem = shared_users[owner]
-    for hit in mem.retrieve(query or "secret", 10):
+    query = query if query.strip() else "secret"
+    for hit in mem.retrieve(query, 10):
         assert f"secret of {owner}" in hit.text and not any(
             f"secret of {u}" in hit.text for u in shared_users if u != owner)
     answer = mem.handle_tool_call({"id": "c1", "type": "function", "function": {
-        "name": "retrieve", "arguments": json.dumps({"query": query or "secret", **extra})}})
+        "name": "retrieve", "arguments": json.dumps({"query": query, **extra})}})
     body = json.loads(answer["content"])
     texts = [r["text"] for r in body.get("results", [])]
     if extra:
