@@ -307,32 +307,34 @@ class ArchivalTier:
     def stage(self, session: Session, items: Iterable[ArchiveItem]) -> int:
         """Write items (and their keyword index) in the caller's transaction, unindexed.
         An item whose id is already stored (written by another process meanwhile) is skipped."""
-        n = 0
-        for item in items:
-            with session.no_autoflush:
-                existing = session.get(ArchiveItem, item.id)
-            if existing is not None:
-                continue
-            values = item.model_dump()
-            dialect = session.get_bind().dialect.name
-            if dialect in ("sqlite", "postgresql"):
-                from sqlalchemy.dialects import postgresql, sqlite
+        fresh = list({i.id: i for i in items}.values())
+        if not fresh:
+            return 0
+        ids = [i.id for i in fresh]
+        have: set[str] = set()
+        for lo in range(0, len(ids), 500):
+            have.update(session.exec(select(ArchiveItem.id).where(col(ArchiveItem.id).in_(ids[lo : lo + 500]))).all())
+        fresh = [i for i in fresh if i.id not in have]
+        if not fresh:
+            return 0
+        dialect = session.get_bind().dialect.name
+        if dialect in ("sqlite", "postgresql"):
+            from sqlalchemy.dialects import postgresql, sqlite
 
-                ins = (sqlite.insert if dialect == "sqlite" else postgresql.insert)(ArchiveItem)
-                written = session.exec(ins.values(**values).on_conflict_do_nothing(index_elements=["id"]))  # type: ignore[call-overload]
-                if not written.rowcount:
-                    continue
-            else:
-                session.add(item)
-            if self.fts:
-                session.exec(  # type: ignore[call-overload]
-                    text("INSERT INTO memos_archive_fts(namespace, item_id, text) VALUES (:ns, :id, :t)"),
-                    params={"ns": item.namespace, "id": item.id, "t": item.text},
-                )
-            n += 1
-        if n:
+            # one multi-row INSERT; RETURNING names the rows written (another process may have won some)
+            ins = ((sqlite.insert if dialect == "sqlite" else postgresql.insert)(ArchiveItem)
+                   .on_conflict_do_nothing(index_elements=["id"]).returning(col(ArchiveItem.id)))
+            written = set(session.execute(ins, [i.model_dump() for i in fresh]).scalars().all())
+            fresh = [i for i in fresh if i.id in written]
+        else:
+            session.add_all(fresh)
+            session.flush()
+        if self.fts and fresh:
+            session.execute(text("INSERT INTO memos_archive_fts(namespace, item_id, text) VALUES (:ns, :id, :t)"),
+                            [{"ns": i.namespace, "id": i.id, "t": i.text} for i in fresh])
+        if fresh:
             self.version += 1
-        return n
+        return len(fresh)
 
     def flush(self, limit: int | None = None) -> int:
         """Embed unindexed items and write their vectors; returns how many were written.
