@@ -246,8 +246,7 @@ class ColdTier:
         self.pg_fts = ensure_pg_text_index(engine, "memos_fact_tsv", "memos_fact", _PG_DOC)
         self._known: _Index | None = None
         self._df: dict[str, int] = {}  # fact-search trigram -> facts holding it (an estimate; see _selective)
-        self._df_version: int | None = None
-        self._df_total = 0
+        self._df_total: int | None = None  # fact rows when the trigram counts were cached
 
     # -- writes --------------------------------------------------------------------
 
@@ -460,14 +459,11 @@ class ColdTier:
             ids: list[int] = []
             if self.fts:
                 match = " OR ".join('"' + t.replace('"', '""') + '"' for t in self._selective(s, terms))
-                rows = s.exec(  # type: ignore[call-overload]
-                    text("SELECT rowid FROM memos_fact_fts WHERE memos_fact_fts MATCH :q AND namespace = :ns "
-                         "ORDER BY rank LIMIT :k"),
-                    params={"q": match, "ns": self.namespace, "k": limit * 4},
-                ).all()
-                ids = [int(r[0]) for r in rows]
-                by_id = {f.id: f for f in s.exec(select(Fact).where(col(Fact.id).in_(ids))).all()} if ids else {}
-                found = [by_id[i] for i in ids if i in by_id]
+                by_rank = select(Fact).from_statement(text(
+                    "SELECT memos_fact.* FROM memos_fact_fts JOIN memos_fact ON memos_fact.id = memos_fact_fts.rowid "
+                    "WHERE memos_fact_fts MATCH :q AND memos_fact_fts.namespace = :ns AND memos_fact.status = 'current' "
+                    "ORDER BY memos_fact_fts.rank LIMIT :k"))
+                found = list(s.execute(by_rank, {"q": match, "ns": self.namespace, "k": limit * 2}).scalars().all())
             elif self.pg_fts:
                 # PostgreSQL's parser keeps a run of Chinese as one word: those terms are matched as substrings
                 words = [t for t in terms if not _CJK.search(t)]
@@ -503,11 +499,11 @@ class ColdTier:
         """The terms worth matching: those in at most 2 % of the facts (at least 200), or
         the rarest. A term is as common as its rarest trigram; very common terms ("order",
         "reference") make FTS5 rank every fact holding them (11 ms a search at 4k facts).
-        Trigram counts are cached and refreshed every ``_DF_REFRESH`` changes to the table."""
-        if self._df_version is None or self.version - self._df_version > _DF_REFRESH:
+        Trigram counts are cached until the table has grown by ``_DF_REFRESH`` rows (or a tenth)."""
+        total = s.exec(text("SELECT max(rowid) FROM memos_fact_fts")).one()[0] or 0  # type: ignore[call-overload]
+        if self._df_total is None or total - self._df_total > max(_DF_REFRESH, self._df_total // 10):
             self._df.clear()
-            self._df_version = self.version
-            self._df_total = s.exec(text("SELECT max(rowid) FROM memos_fact_fts")).one()[0] or 0  # type: ignore[call-overload]
+            self._df_total = total
         grams = sorted({t.lower()[i : i + 3] for t in terms for i in range(len(t) - 2)} - self._df.keys())
         if grams:
             # an IN list makes fts5vocab scan its whole table; one lookup per term does not
