@@ -197,12 +197,16 @@ def _lock_schema(conn: Connection) -> None:
 
 
 def ensure_schema(engine: Engine) -> None:
-    """Create memos' tables where missing and add columns newer than the store, in one
+    """Create memos' tables where missing and add columns and indexes newer than the store, in one
     transaction under the schema lock (safe when several processes open a store at once)."""
     with engine.connect() as conn:
         _lock_schema(conn)
         SQLModel.metadata.create_all(conn)
         _add_missing_columns(conn)
+        for table in SQLModel.metadata.sorted_tables:  # indexes added since an older store was created
+            if table.name.startswith("memos_"):
+                for index in table.indexes:
+                    index.create(conn, checkfirst=True)
         conn.commit()
 
 

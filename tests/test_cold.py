@@ -169,3 +169,60 @@ def test_constraints_are_pinned_facts_present_after_20_forced_demotions(make_mem
     pinned = [m for m in ctx if "[memory: pinned]" in str(m.get("content"))]
     assert len(pinned) == 1 and constraint in pinned[0]["content"]
     assert not any(m.get("content") == constraint for m in ctx if m["role"] == "user")  # demoted, held by the fact
+
+
+def _fact_selects(engine, run) -> list[tuple[str, object]]:
+    """The SELECTs on memos_fact that ``run()`` sends, with their parameters."""
+    from sqlalchemy import event
+
+    seen: list[tuple[str, object]] = []
+
+    def record(conn, cursor, statement, parameters, context, executemany):
+        if statement.lstrip().upper().startswith("SELECT") and "FROM memos_fact " in statement + " ":
+            seen.append((statement, parameters))
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        run()
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    return seen
+
+
+def test_fact_lookups_run_on_an_index_of_their_own_at_thousands_of_facts(tmp_path):
+    from sqlalchemy import text
+
+    store = Store(tmp_path / "many.db")
+    cold = ColdTier(store.engine, "u/a/s")
+    cold.apply([FactCandidate("identifier", f"REF-{i:05d}", f"reference REF-{i:05d}", (f"m{i}",), i) for i in range(3000)])
+    cold.apply([cand(ADDRESSES[0], 3001), FactCandidate("constraint", "c1", "never call after 9pm", ("m3002",), 3002,
+                                                        pinned=True)])
+    slots = _fact_selects(store.engine, cold.slots)
+    pinned = _fact_selects(store.engine, lambda: cold.facts(pinned=True))
+    known = _fact_selects(store.engine, lambda: cold.apply([FactCandidate("identifier", "REF-00042", "reference REF-00042",
+                                                                          ("m9",), 9)]))
+    assert (len(slots), len(pinned)) == (2, 1) and known, (slots, pinned, known)
+    queries = slots + pinned + known
+    with store.engine.connect() as conn:
+        for statement, params in queries:
+            plan = " | ".join(str(r[3]) for r in conn.execute(text("EXPLAIN QUERY PLAN " + statement), params or {}).all()
+                              ) if isinstance(params, dict) else " | ".join(
+                str(r[3]) for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, tuple(params)).all())
+            assert "SCAN memos_fact" not in plan and "ix_memos_fact_status" not in plan and "ix_memos_fact_kind" not in plan, (
+                statement, plan)
+    assert [f.key for f in cold.slots()] == ["address"]  # of 3,000 identifiers, only the address is a slot
+    store.close()
+
+
+def test_an_older_store_gets_the_new_indexes_when_opened(tmp_path):
+    from sqlalchemy import inspect, text
+
+    store = Store(tmp_path / "old.db")
+    with store.engine.begin() as conn:
+        for name in ("ix_memos_fact_lookup", "ix_memos_fact_slot", "ix_memos_fact_pinned"):
+            conn.execute(text(f"DROP INDEX {name}"))
+    store.close()
+    reopened = Store(tmp_path / "old.db")
+    names = {i["name"] for i in inspect(reopened.engine).get_indexes("memos_fact")}
+    assert {"ix_memos_fact_lookup", "ix_memos_fact_slot", "ix_memos_fact_pinned"} <= names
+    reopened.close()
