@@ -696,7 +696,7 @@ class Memory:
             return hit
         limit = min(room, self.settings.recall_max_tokens)
         hits = list(self._promoted)
-        if text and self.archival.count() > 0:
+        if text and not self.archival.empty():
             hits += self.archival.search(text, self.settings.recall_top_k, exclude_message_ids=set(hot_ids),
                                          min_similarity=self.settings.recall_min_similarity)
         lines: list[str] = []

@@ -224,3 +224,14 @@ def test_threads_opening_one_chroma_path_at_once_all_get_a_working_client(tmp_pa
         t.join()
     assert errors == []
     assert len(backends[0].ids("ns")) == 4
+
+
+def test_empty_is_true_until_something_of_this_namespace_is_archived(store):
+    ana = Memory("s", user="ana", store=store, settings=MemosSettings(background_indexing=False))
+    bob = Memory("s", user="bob", store=store, settings=MemosSettings(background_indexing=False))
+    assert ana.archival.empty() and bob.archival.empty()
+    ana.archive("Ana's locker is L-220.")
+    assert not ana.archival.empty() and bob.archival.empty()
+    assert ana.archival.count() == 1
+    ana.close()
+    bob.close()
