@@ -171,3 +171,28 @@ def test_sessions_and_users_do_not_see_each_other(store):
         Memory("s", user="a/b", store=store)
     with pytest.raises(InvalidNamespace):
         Memory("", store=store)
+
+
+def test_logged_rows_are_looked_up_by_id_not_by_reading_the_session(tmp_path):
+    from sqlalchemy import event
+
+    mem = Memory("s", store=tmp_path / "m.db", budget=900, settings=MemosSettings(budget_tokens=900, background_indexing=False))
+    for i in range(300):  # a session long enough that reading it whole would show
+        mem.add(user(f"Message {i}: the parcel PKG-{i:04d} is at locker {i}. " + "More detail. " * 5))
+    seen: list[tuple[str, tuple]] = []
+
+    def record(conn, cursor, statement, parameters, context, executemany):
+        if "FROM memos_message" in statement and "memos_message.id IN" in statement:
+            seen.append((statement, tuple(parameters)))
+
+    event.listen(mem.store.engine, "before_cursor_execute", record)
+    before = mem.stats().demotions
+    for i in range(30):
+        mem.add(user(f"Later message {i} about order ORD-{i:05d}. " + "Even more detail here. " * 6))
+    event.remove(mem.store.engine, "before_cursor_execute", record)
+    assert mem.stats().demotions > before and seen
+    with mem.store.engine.connect() as conn:
+        for statement, params in seen:
+            plan = " | ".join(str(r[3]) for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, params).all())
+            assert "ix_memos_message_namespace" not in plan and "SCAN memos_message" not in plan, plan
+    mem.close()
