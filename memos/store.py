@@ -13,7 +13,7 @@ import json
 import sqlite3
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ __all__ = [
     "Namespace",
     "Store",
     "SummaryRow",
+    "chunks",
     "ensure_pg_text_index",
     "ensure_schema",
     "ensure_virtual_tables",
@@ -270,11 +271,15 @@ def _messages_by_id(s: Session, key: str, ids: Iterable[str]) -> list[MessageRow
     """The logged rows of namespace ``key`` with these ids. Looked up by primary key, the
     namespace checked on each row: with ``namespace = ? AND id IN (...)`` SQLite used the
     namespace index and read the whole session (20 ms a demotion at 100k messages)."""
-    ids = list(ids)
-    rows: list[MessageRow] = []
-    for lo in range(0, len(ids), 500):
-        rows += s.exec(select(MessageRow).where(col(MessageRow.id).in_(ids[lo : lo + 500]))).all()
+    rows = [r for part in chunks(list(ids)) for r in s.exec(select(MessageRow).where(col(MessageRow.id).in_(part))).all()]
     return [r for r in rows if r.namespace == key]
+
+
+def chunks(items: Sequence[str], size: int = 500) -> Iterator[Sequence[str]]:
+    """``items`` in slices of at most ``size``, to keep ``IN (...)`` lists within the
+    databases' parameter limits."""
+    for lo in range(0, len(items), size):
+        yield items[lo : lo + size]
 
 
 class Store:

@@ -33,7 +33,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Field, Session, SQLModel, col, func, select
 
 from ..embeddings import Embedder
-from ..store import ensure_pg_text_index, ensure_virtual_tables, pg_any_terms
+from ..store import chunks, ensure_pg_text_index, ensure_virtual_tables, pg_any_terms
 
 __all__ = [
     "ARCHIVE_KINDS",
@@ -311,9 +311,8 @@ class ArchivalTier:
         if not fresh:
             return 0
         ids = [i.id for i in fresh]
-        have: set[str] = set()
-        for lo in range(0, len(ids), 500):
-            have.update(session.exec(select(ArchiveItem.id).where(col(ArchiveItem.id).in_(ids[lo : lo + 500]))).all())
+        stored = select(ArchiveItem.id)
+        have = {i for part in chunks(ids) for i in session.exec(stored.where(col(ArchiveItem.id).in_(part))).all()}
         fresh = [i for i in fresh if i.id not in have]
         if not fresh:
             return 0

@@ -465,7 +465,6 @@ class ColdTier:
         if not terms:
             return []
         with Session(self.engine, expire_on_commit=False) as s:
-            ids: list[int] = []
             if self.fts:
                 match = " OR ".join('"' + t.replace('"', '""') + '"' for t in self._selective(s, terms))
                 by_rank = select(Fact).from_statement(text(
@@ -476,7 +475,7 @@ class ColdTier:
             elif self.pg_fts:
                 # PostgreSQL's parser keeps a run of Chinese as one word: those terms are matched as substrings
                 words = [t for t in terms if not _CJK.search(t)]
-                ids = []
+                ids: list[int] = []
                 if words:
                     tsq, params = pg_any_terms(words)
                     q = text(f"SELECT id FROM memos_fact WHERE namespace = :ns AND status = 'current' AND "
