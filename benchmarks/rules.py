@@ -1,0 +1,195 @@
+"""The rule classifier: train it on the corpus's train split, measure it on everything else.
+
+    python -m benchmarks.rules train      # needs scikit-learn: pip install -e '.[train]'
+    python -m benchmarks.rules evaluate --out benchmarks/results/rules.json
+
+``train`` fits :class:`memos.text.rules.RuleClassifier`'s weights on the *train* split of
+``tests/data/rules/corpus.tsv`` only (logistic regression, class-balanced) and picks its
+threshold by 5-fold cross-validation on that split (the score threshold with the best pooled
+cross-validated F1), then writes ``memos/text/rules_model.json``.
+
+``evaluate`` measures the shipped weights, per language: precision and recall on the train
+split, on the held-back *test* split, and on sentences drawn from the benchmark data in
+``../shared/data`` (PrefEval's explicit preferences as positives; LoCoMo turns and MemDaily
+messages that share cue words with rules, labelled by hand), referenced by file and index in
+``tests/data/rules/benchmark_refs.tsv`` and read at run time (their licences do not allow
+copying them here, and no weight is fitted on them). A message counts as a rule when any of
+its sentences is judged one, as the pager does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import platform
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from memos.text.rules import MODEL_FILE, RuleClassifier, features
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "tests" / "data" / "rules" / "corpus.tsv"
+REFS = ROOT / "tests" / "data" / "rules" / "benchmark_refs.tsv"
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+def load_corpus(path: Path = CORPUS) -> list[dict[str, str]]:
+    """The labelled corpus: id, lang, label (constraint / preference / none), category, split, text."""
+    with path.open(encoding="utf-8") as fh:
+        return list(csv.DictReader(fh, delimiter="\t"))
+
+
+def load_benchmark_sentences(data: Path = SHARED_DATA, refs: Path = REFS) -> list[dict[str, str]]:
+    """The benchmark-drawn set, read from ``data`` by reference (empty when the data is absent)."""
+    if not data.is_dir():
+        return []
+    cache: dict[str, Any] = {}
+
+    def load(path: Path) -> Any:
+        key = str(path)
+        if key not in cache:
+            cache[key] = json.loads(path.read_text(encoding="utf-8"))
+        return cache[key]
+
+    out = []
+    with refs.open(encoding="utf-8") as fh:
+        for row in csv.DictReader(fh, delimiter="\t"):
+            src, ref = row["source"], row["ref"]
+            if src == "prefeval":
+                folder, name, index = ref.split("/")
+                text = load(data / "prefeval" / folder / name)[int(index)]["preference"]
+                lang = "en"
+            elif src == "locomo":
+                conv, session, turn = ref.split("/")
+                text = load(data / "locomo" / "locomo7.json")[int(conv)]["conversation"][session][int(turn)]["text"]
+                lang = "en"
+            elif src == "memdaily":
+                name, traj, msg = ref.split("/")
+                text = load(data / "memdaily" / name)[int(traj)]["message_list"][int(msg)]["message"]
+                lang = "zh"
+            else:
+                raise ValueError(f"unknown source {src!r} in {refs}")
+            out.append({"source": src, "ref": ref, "lang": lang, "label": row["label"], "text": text})
+    return out
+
+
+def _rates(gold: Sequence[bool], pred: Sequence[bool]) -> dict[str, float | int]:
+    tp = sum(g and p for g, p in zip(gold, pred, strict=False))
+    fp = sum(p and not g for g, p in zip(gold, pred, strict=False))
+    fn = sum(g and not p for g, p in zip(gold, pred, strict=False))
+    precision = tp / (tp + fp) if tp + fp else 1.0
+    recall = tp / (tp + fn) if tp + fn else 1.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"n": len(gold), "positives": sum(gold), "precision": round(precision, 3), "recall": round(recall, 3),
+            "f1": round(f1, 3), "false_positives": fp, "false_negatives": fn}
+
+
+def evaluate(detector: RuleClassifier | None = None, *, data: Path = SHARED_DATA) -> dict[str, Any]:
+    """Precision and recall per language on the train and test splits and the benchmark-drawn set."""
+    det = detector or RuleClassifier()
+    corpus = load_corpus()
+
+    def judge(text: str) -> bool:
+        return bool(det.rules(text))
+
+    results: dict[str, Any] = {}
+    errors: list[dict[str, str]] = []
+    for split in ("train", "test"):
+        for lang in ("en", "zh"):
+            rows = [r for r in corpus if r["split"] == split and r["lang"] == lang]
+            pred = [judge(r["text"]) for r in rows]
+            gold = [r["label"] != "none" for r in rows]
+            results[f"{split}/{lang}"] = _rates(gold, pred)
+            if split == "test":
+                errors += [{"id": r["id"], "label": r["label"], "category": r["category"], "text": r["text"]}
+                           for r, g, p in zip(rows, gold, pred, strict=False) if g != p]
+    bench = load_benchmark_sentences(data)
+    for src in ("prefeval", "locomo", "memdaily"):
+        rows = [r for r in bench if r["source"] == src]
+        if rows:
+            results[f"benchmark/{src}"] = _rates([r["label"] != "none" for r in rows], [judge(r["text"]) for r in rows])
+    return {"results": results, "threshold": det.threshold, "test_errors": errors,
+            "benchmark_data": "present" if bench else f"absent ({data} not found)"}
+
+
+def train(out: Path = MODEL_FILE, *, progress: Callable[[str], None] = print) -> dict[str, Any]:
+    """Fit the weights on the train split and write them (needs scikit-learn)."""
+    import numpy as np
+    from sklearn.feature_extraction import DictVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import StratifiedKFold, cross_val_predict
+
+    rows = [r for r in load_corpus() if r["split"] == "train"]
+    vec = DictVectorizer()
+    x = vec.fit_transform([features(r["text"]) for r in rows])
+    y = np.array([r["label"] != "none" for r in rows], dtype=int)
+    model = LogisticRegression(C=8.0, max_iter=5000, class_weight="balanced")
+    progress(f"cross-validating on {len(rows)} train sentences")
+    cv = cross_val_predict(model, x, y, cv=StratifiedKFold(5, shuffle=True, random_state=0), method="predict_proba")[:, 1]
+    def f1(t: float) -> float:
+        pred = cv >= t
+        tp = float((pred & (y == 1)).sum())
+        return 2 * tp / max(1.0, float(pred.sum() + (y == 1).sum()))
+
+    threshold = float(round(max(np.arange(0.20, 0.81, 0.01), key=f1), 2))
+    model.fit(x, y)
+    names = vec.get_feature_names_out()
+    rule = {str(n): round(float(w), 4) for n, w in zip(names, model.coef_[0], strict=False) if abs(w) >= 1e-3}
+    pos = [i for i, r in enumerate(rows) if r["label"] != "none"]
+    kind_y = np.array([rows[i]["label"] == "preference" for i in pos], dtype=int)
+    kind_model = LogisticRegression(C=4.0, max_iter=5000, class_weight="balanced").fit(x[pos], kind_y)
+    kind = {str(n): round(float(w), 4) for n, w in zip(names, kind_model.coef_[0], strict=False) if abs(w) >= 1e-3}
+    cv_pred = cv >= threshold
+    doc = {
+        "about": "memos rule classifier: logistic regression over memos.text.rules.features; "
+                 "fitted by benchmarks/rules.py on the train split of tests/data/rules/corpus.tsv",
+        "threshold": threshold,
+        "cv_on_train": {"recall": round(float(cv_pred[y == 1].mean()), 3),
+                        "precision": round(float(y[cv_pred].mean()), 3) if cv_pred.any() else 1.0},
+        "rule": {"bias": round(float(model.intercept_[0]), 4), "weights": rule},
+        "kind": {"bias": round(float(kind_model.intercept_[0]), 4), "weights": kind},
+    }
+    out.write_text(json.dumps(doc, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n", encoding="utf-8")
+    progress(f"wrote {out} ({len(rule)} rule weights, {len(kind)} kind weights, threshold {threshold})")
+    return doc
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.rules", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("train", help="fit the weights on the train split (needs scikit-learn)")
+    ev = sub.add_parser("evaluate", help="precision and recall of the shipped weights")
+    ev.add_argument("--data", default=str(SHARED_DATA), help="the benchmark data folder (default ../shared/data)")
+    ev.add_argument("--out", default=None, help="write the results as JSON here")
+    args = parser.parse_args(argv)
+    if args.command == "train":
+        train()
+        return 0
+    start = time.perf_counter()
+    report = evaluate(data=Path(args.data))
+    doc = {"benchmark": "rules", "recorded_at": _commit(), "machine": platform.machine(),
+           "params": {"corpus": str(CORPUS.relative_to(ROOT)), "refs": str(REFS.relative_to(ROOT)),
+                      "threshold": report["threshold"], "seconds": round(time.perf_counter() - start, 1)},
+           **{k: v for k, v in report.items() if k != "threshold"}}
+    for name, r in report["results"].items():
+        print(f"{name:<20} n={r['n']:<4} precision {r['precision']:.3f}  recall {r['recall']:.3f}")
+    if args.out:
+        Path(args.out).write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        print(f"results: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

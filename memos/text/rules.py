@@ -1,0 +1,234 @@
+"""Rules the user sets: which sentences are standing constraints or preferences.
+
+"Skip red-eye flights", "book economy only", "respond in Spanish from now on", "I'm allergic
+to peanuts", "出差只坐高铁" are rules the assistant must keep following; "we must have spent it
+all", "my sister only flies economy", "我们最多玩了三个小时" share their cue words and are not.
+Telling them apart is a classification problem, so it is done by a measured classifier, not a
+word list:
+
+- :class:`RuleClassifier`, the default: a logistic regression over character n-grams (which
+  see Chinese with no word segmenter), word n-grams and a few closed-class cues (grammatical
+  person, tense, time reference, questions). Its weights ship with the package
+  (``rules_model.json``); they were fitted by ``benchmarks/rules.py`` on the *train* split of
+  the labelled corpus in ``tests/data/rules/corpus.tsv`` (English and Chinese), and its
+  precision and recall per language on the held-back *test* split and on sentences drawn from
+  the benchmark data are recorded in ``benchmarks/results/rules.json``. No model download.
+- an LLM judge (:class:`memos.llm.LLMRuleJudge`) when an LLM is configured; it falls back to
+  the classifier when the call fails.
+
+Both answer a :class:`RuleJudgement` per sentence: the kind (``constraint``, ``preference``
+or ``none``), a score in [0, 1] and who judged.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import threading
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from .sentences import split_sentences
+
+__all__ = ["RULE_KINDS", "RuleClassifier", "RuleDetector", "RuleJudgement", "default_detector", "features"]
+
+RULE_KINDS = ("constraint", "preference")
+MODEL_FILE = Path(__file__).with_name("rules_model.json")
+
+
+@dataclass(frozen=True)
+class RuleJudgement:
+    """What a detector decided about one sentence."""
+
+    sentence: str
+    kind: str  # 'constraint', 'preference' or 'none'
+    score: float  # how sure the detector is that the sentence is a rule, in [0, 1]
+    by: str  # 'classifier', 'llm', or another detector's name
+
+    @property
+    def is_rule(self) -> bool:
+        """Whether the sentence states a rule (a constraint or a preference)."""
+        return self.kind in RULE_KINDS
+
+
+@runtime_checkable
+class RuleDetector(Protocol):
+    """Judges sentences: is each a rule the user sets for the assistant?"""
+
+    name: str
+
+    def judge(self, sentences: Sequence[str]) -> list[RuleJudgement]:
+        """One judgement per sentence, in order."""
+        ...
+
+
+# -- features --------------------------------------------------------------------------
+
+_CJK = re.compile(r"[\u3400-\u9fff]")
+_WORD = re.compile(r"[a-z0]+(?:'[a-z]+)?")
+_DIGITS = re.compile(r"\d+")
+# Closed-class cues (pronouns, auxiliaries, time adverbs, question particles): they say who
+# the sentence is about and when, which is what separates "I never fly at night" from
+# "my dad never flies at night" or "we never flew at night". The model learns their weights.
+_EN_CUES = {
+    "subj_i": r"^(?:i|i'm|i've|i'd|i'll|me|my)\b",
+    "subj_we": r"^(?:we|we're|we've|we'd|our|us)\b",
+    "subj_you": r"^(?:you|you're|you've|your)\b",
+    "subj_3": r"^(?:he|she|they|his|her|their|my (?:sister|brother|mom|mother|dad|father|wife|husband|partner|boss|"
+              r"friend|friends|kids?|son|daughter|colleague|manager|roommate|neighbou?r|coach|grandmother|accountant)|"
+              r"the (?:\w+ )?(?:hotel|airline|museum|company|shop|store|teacher|doctor|client|guide|landlord|school|gym|"
+              r"building|vet|waiter)s?|guests|passengers|visitors|kids|people|most|some|many|employees|pilots)\b",
+    "name_subj": r"^[A-Z][a-z]+ (?:is|was|has|had|says|said|told|wants|prefers|always|never|only|can't|doesn't|won't)\b",
+    "past": r"\b(?:was|were|did|didn't|had|hadn't|went|got|took|spent|paid|booked|tried|ate|stayed|used to|"
+            r"last (?:week|month|year|time|summer|winter|night)|yesterday|ago|back then|when i was|finally|"
+            r"earlier today|this morning|once)\b",
+    "past_ed": r"\b\w{3,}ed\b",
+    "standing": r"\b(?:from now on|going forward|from (?:today|here|this point) on|henceforth|until further notice|"
+                r"starting (?:next|today|tomorrow|now)|for the rest of|in (?:the )?future|next time|as a rule)\b",
+    "general": r"\b(?:always|never|every|each|all|any|anything|everything|nothing|only|ever|whenever|no more than|"
+               r"at least|at most|maximum|minimum|under|over|must|have to|has to|need to|needs to|should)\b",
+    "oneoff": r"\b(?:tonight|today|tomorrow|this (?:time|once|week|weekend|friday|monday|trip|one|search|purchase)|"
+              r"just this once|right now|now|yet|next (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
+              r"weekend)|at \d)\b",
+    "neg": r"\b(?:don't|do not|never|no|not|won't|can't|cannot|avoid|skip|stop|quit|refuse|without)\b",
+    "please": r"\b(?:please|make sure|remember|keep in mind|note that|just so you know)\b",
+    "modal_you": r"\b(?:you|you're)\s+(?:must|should|have to|need to)\b",
+    "haha": r"\b(?:ha|haha|lol|lmao|just kidding|kidding|joking)\b",
+    "hedge": r"\b(?:maybe|perhaps|might|wonder|considering|thinking about|someday|one day|if i were|would be nice|"
+             r"if only|suppose)\b",
+    "excl": r"!$",
+}
+_ZH_CUES = {
+    "subj_i": r"^(?:我|咱)",
+    "subj_you": r"^(?:你|您)",
+    "subj_3": r"^(?:他|她|它|他们|她们|我(?:姐|妹|哥|弟|妈|爸|老公|老婆|老板|朋友|同事|室友|邻居|家孩子|对象|们经理|儿子|奶奶)|"
+              r"小[\u4e00-\u9fff]|老[\u4e00-\u9fff]|朋友|老师|医生|客户|客人|乘客|导游|公司|酒店|这家|博物馆|房东|有些人|"
+              r"大部分|很多|学校|教练|员工|飞行员|小区|会计|兽医|孩子们)",
+    "past": r"(?:了|过|上次|那次|昨天|去年|上个月|上周|以前|小时候|当时|最后|那趟|那家|刚|有一次)",
+    "standing": r"(?:以后|今后|从现在开始|从现在起|从今天起|从今以后|从下周开始|往后|一律|每次|每天|每个|所有|都要|都用|都别|"
+                r"都不要|永远|总是|务必|一定要|原则上)",
+    "general": r"(?:只|都|必须|不能|不要|别|不准|至少|最多|不超过|禁止|千万|一律|每)",
+    "oneoff": r"(?:今晚|今天|明天|这次|这一次|就这一次|现在|下周[一二三四五六日]|先别|再)",
+    "q": r"(?:吗|呢|是不是|要不要|能不能|怎么|什么|多少|几点|哪)",
+    "please": r"^(?:请|麻烦|记住|记得|提醒你)",
+    "haha": r"(?:哈哈|呵呵|开玩笑)",
+    "hedge": r"(?:也许|说不定|要是|在想|考虑|大概|要不|假如|真想)",
+}
+_EN = [(k, re.compile(v, re.IGNORECASE)) for k, v in _EN_CUES.items()]
+_ZH = [(k, re.compile(v)) for k, v in _ZH_CUES.items()]
+_SUBJECT_CUES = 5  # the first five English cues say who the sentence is about
+
+
+def _normalise(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text).lower().replace("\u2019", "'")
+    return " ".join(_DIGITS.sub("0", text).split())
+
+
+def _cues(text: str) -> list[str]:
+    t = " ".join(unicodedata.normalize("NFKC", text).replace("\u2019", "'").split())
+    out: list[str] = []
+    if _CJK.search(t):
+        out += ["zh:" + k for k, rx in _ZH if rx.search(t)]
+    else:
+        out += ["en:" + k for k, rx in _EN if rx.search(t)]
+        if not any(rx.search(t) for _, rx in _EN[:_SUBJECT_CUES]):
+            out.append("en:no_subj")
+    if t.endswith(("?", "？")):
+        out.append("q")
+    return out
+
+
+def features(text: str) -> dict[str, float]:
+    """The classifier's features of one sentence: character 1-4-grams and word 1-2-grams
+    (together scaled to unit length), the first word or two, and the cues, each crossed with
+    the sentence's subject. Training (``benchmarks/rules.py``) and prediction share this."""
+    t = _normalise(text)
+    grams: set[str] = set()
+    s = f"^{t}$"
+    for n in (1, 2, 3, 4):
+        grams.update("c:" + s[i : i + n] for i in range(len(s) - n + 1))
+    words = _WORD.findall(t)
+    grams.update("w:" + w for w in words)
+    grams.update(f"b:{a}_{b}" for a, b in zip(words, words[1:], strict=False))
+    if words:
+        grams.add("f:" + words[0])
+        if len(words) > 1:
+            grams.add(f"f2:{words[0]}_{words[1]}")
+    scale = 1.0 / math.sqrt(len(grams)) if grams else 0.0
+    out = {g: scale for g in grams}
+    cues = _cues(text)
+    subjects = [c for c in cues if "subj" in c]
+    for c in cues:
+        out[c] = 1.0
+        for s_ in subjects:
+            if c not in subjects:
+                out[f"{s_}*{c}"] = 1.0
+    return out
+
+
+# -- the classifier --------------------------------------------------------------------
+
+
+class RuleClassifier:
+    """The shipped linear model: ``score`` is the probability that a sentence is a rule,
+    ``kind`` separates constraints from preferences among rules.
+
+    ``threshold`` (default: the one chosen at training time, on the train split) is the score
+    from which a sentence counts as a rule.
+    """
+
+    name = "classifier"
+
+    def __init__(self, model: dict[str, Any] | None = None, *, threshold: float | None = None) -> None:
+        model = model if model is not None else json.loads(MODEL_FILE.read_text(encoding="utf-8"))
+        self.rule_weights: dict[str, float] = model["rule"]["weights"]
+        self.rule_bias: float = float(model["rule"]["bias"])
+        self.kind_weights: dict[str, float] = model["kind"]["weights"]
+        self.kind_bias: float = float(model["kind"]["bias"])
+        self.threshold = float(model["threshold"] if threshold is None else threshold)
+        if not 0.0 < self.threshold < 1.0:
+            raise ValueError(f"threshold must be in (0, 1), got {self.threshold}")
+
+    @staticmethod
+    def _logit(weights: dict[str, float], bias: float, feats: dict[str, float]) -> float:
+        return bias + sum(weights.get(k, 0.0) * v for k, v in feats.items())
+
+    def score(self, sentence: str) -> float:
+        """Probability that ``sentence`` states a rule."""
+        z = self._logit(self.rule_weights, self.rule_bias, features(sentence))
+        return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
+
+    def judge(self, sentences: Sequence[str]) -> list[RuleJudgement]:
+        """One judgement per sentence."""
+        out = []
+        for s in sentences:
+            feats = features(s)
+            z = self._logit(self.rule_weights, self.rule_bias, feats)
+            p = 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
+            kind = "none"
+            if p >= self.threshold:
+                kind = "preference" if self._logit(self.kind_weights, self.kind_bias, feats) > 0 else "constraint"
+            out.append(RuleJudgement(s, kind, round(p, 4), self.name))
+        return out
+
+    def rules(self, text: str) -> list[RuleJudgement]:
+        """The sentences of ``text`` that state rules, in order."""
+        return [j for j in self.judge(split_sentences(text)) if j.is_rule]
+
+
+_DEFAULT: RuleClassifier | None = None
+_LOCK = threading.Lock()
+
+
+def default_detector() -> RuleClassifier:
+    """The shipped classifier, loaded once per process."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        with _LOCK:
+            if _DEFAULT is None:
+                _DEFAULT = RuleClassifier()
+    return _DEFAULT

@@ -1,0 +1,75 @@
+"""The rule classifier, measured on the corpus's held-back test split, and its results file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.rules import evaluate, load_benchmark_sentences, load_corpus
+from memos.text.rules import RuleClassifier, default_detector, features
+from tests.conftest import needs_data
+
+RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "rules.json"
+
+
+def test_the_corpus_has_a_fixed_split_with_both_languages_and_every_kind():
+    rows = load_corpus()
+    assert len(rows) >= 800
+    assert len({r["text"] for r in rows}) == len(rows)
+    for lang in ("en", "zh"):
+        for split in ("train", "test"):
+            part = [r for r in rows if r["lang"] == lang and r["split"] == split]
+            assert {r["label"] for r in part} == {"constraint", "preference", "none"}
+    categories = {r["category"] for r in rows if r["label"] != "none"}
+    assert {"imp", "lim", "diet", "fmt", "lang", "addr", "fwd", "pref", "cond"} <= categories
+    assert {"narr", "other", "joke", "q", "req", "chat"} <= {r["category"] for r in rows if r["label"] == "none"}
+
+
+def test_recorded_results_are_those_of_the_shipped_weights():
+    recorded = json.loads(RESULTS.read_text())
+    now = evaluate(data=Path("/nonexistent"))["results"]
+    for name in ("train/en", "train/zh", "test/en", "test/zh"):
+        assert recorded["results"][name] == now[name], name
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_held_back_test_split_recall_and_precision_do_not_regress(lang):
+    r = evaluate(data=Path("/nonexistent"))["results"][f"test/{lang}"]
+    # recorded: en 0.967 / 0.709, zh 0.940 / 0.832 (targets 0.95 / 0.90: precision falls short)
+    assert r["recall"] >= 0.92
+    assert r["precision"] >= 0.68
+
+
+def test_judgements_carry_kind_score_and_who_judged():
+    det = default_detector()
+    rule, chat = det.judge(["I'm allergic to peanuts.", "Haha, that's so true."])
+    assert rule.is_rule and rule.kind in ("constraint", "preference") and rule.by == "classifier"
+    assert not chat.is_rule and chat.kind == "none"
+    assert 0.0 <= chat.score < det.threshold <= rule.score <= 1.0
+    assert [j.sentence for j in det.rules("Hi! Book economy class only. Thanks.")] == ["Book economy class only."]
+
+
+def test_threshold_moves_the_decision_and_is_checked():
+    s = "Window seats only, please."
+    p = default_detector().score(s)
+    assert RuleClassifier(threshold=min(0.99, p + 0.01)).judge([s])[0].kind == "none"
+    assert RuleClassifier(threshold=max(0.01, p - 0.01)).judge([s])[0].is_rule
+    with pytest.raises(ValueError):
+        RuleClassifier(threshold=1.5)
+
+
+def test_features_see_chinese_without_a_segmenter():
+    f = features("机票一律订经济舱。")
+    assert "c:一律" in f and "zh:standing" in f
+    assert features("I paid $1,250 on 2024-05-01.")  # digits are folded, nothing raises
+
+
+@needs_data
+def test_benchmark_drawn_sentences_are_read_by_reference():
+    rows = load_benchmark_sentences()
+    assert {r["source"] for r in rows} == {"prefeval", "locomo", "memdaily"}
+    assert all(r["text"].strip() for r in rows)
+    r = evaluate()["results"]
+    assert r["benchmark/prefeval"]["recall"] >= 0.95
