@@ -2,11 +2,10 @@
 
 :class:`RuleExtractor` reads messages and proposes facts for the cold tier:
 
-- user messages: constraints (English and Chinese phrasing, pinned), preferences
-  ("I prefer", "I don't eat", "我不吃": pinned; "I love", "我喜欢": kept, shown when
-  relevant), addresses (one current value:
-  a new one supersedes the old), "my X is Y" statements, identifiers, and revocations
-  ("I no longer …", "不再 …");
+- user messages: rules the user sets, as the rule classifier judges them (constraints and
+  preferences, English and Chinese, pinned; see :mod:`memos.text.rules`), tastes ("I love",
+  "我喜欢": kept, shown when relevant), addresses (one current value: a new one supersedes
+  the old), "my X is Y" statements, identifiers, and revocations ("I no longer …", "不再 …");
 - assistant messages: decisions ("booked", "confirmed", "decided", …) and identifiers;
 - tool chains: the task state (the last call of each tool and its result), failed
   attempts (error results), and identifiers found in the results (JSON fields included).
@@ -24,9 +23,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from .messages import Message
-from .paging.guards import is_constraint, split_sentences
 from .patterns import DECISION, FAILURE, IDENTIFIER, find_identifiers
-from .tiers.cold import Fact, FactCandidate, Invalidation, normalize
+from .text.rules import RuleDetector, default_detector
+from .text.sentences import split_sentences
+from .tiers.cold import Fact, FactCandidate, Invalidation, fact_key
 
 __all__ = ["ADDRESS", "Extraction", "FactExtractor", "RuleExtractor", "identifier_facts", "message_source"]
 
@@ -41,26 +41,8 @@ ADDRESS = re.compile(
 )
 _ZH_ADDRESS = re.compile(r"[\u4e00-\u9fff]{2,}(?:路|街|大道|巷)\d+号(?:[\u4e00-\u9fff\d]*室)?")
 
-# Preferences that bind what the assistant suggests are pinned; tastes ("I love hiking")
-# are kept as facts, found when relevant, so a chatty session does not fill every prompt.
-_STRONG_PREFERENCE = re.compile(
-    (r"\b(?:i (?:really |strongly |much |generally |greatly )?(?:prefer|dislike|can't stand|refuse to|detest|loathe|despise)"
-     r"|i\b[^.?!;]{0,80}\b(?:and|but|so|to) (?:i )?(?:much |strongly |generally )?prefer"
-     r"|i (?:\w+ )?(?:don't|do not|never|can't|cannot|won't|will not) (?:\w+ )?(?:eat|drink|like|want|use|stand|have|enjoy|"
-     r"watch|wear|play|read|buy|own|tolerate|consume|handle|support|consider|go)"
-     r"|i (?:have|feel) (?:a |an |no )?(?:\w+[ -]){0,4}(?:dislike|aversion|preference|objection|distaste|intolerance|"
-     r"allergy|phobia|fear|bias|tolerance|interest)"
-     r"|i(?:'m| am) (?:\w+ )?(?:not (?:a (?:big |huge )?fan|comfortable|into|keen|interested)|uninterested|uncomfortable|"
-     r"opposed|averse|against|sensitive|allergic|vegetarian|vegan|lactose|gluten|a vegetarian|a vegan|on a [\w-]+ diet)"
-     r"|i (?:only|exclusively|strictly|always|prioriti[sz]e|learn best)\b|i (?:\w+ )?(?:need to|have to|must) avoid"
-     r"|i (?:firmly|strongly) believe|i have (?:very |extremely )?sensitive"
-     r"|i (?:follow|keep|adhere to) an? (?:strict|[\w-]+) (?:[\w-]+ )?diet|i require"
-     r"|i (?:get|feel) (?:very |really )?uncomfortable|(?:don't|doesn't|do not) interest me|no-go for me"
-     r"|i find\b[^.?!;]{0,60}\b(?:ineffective|hard|difficult|boring|disorienting|overwhelming|uncomfortable|unappealing|"
-     r"distracting|tedious|stressful|frustrating))\b"
-     r"|我(?:很|最|比较)?(?:偏好|讨厌)|我不(?:吃|喝|喜欢|要)|我对.{1,8}过敏|我是素食").replace("'", "['’]"),
-    re.IGNORECASE,
-)
+# Tastes ("I love hiking") are kept as unpinned preferences, found when relevant; rules the
+# user sets are found by the rule classifier (memos.text.rules) and pinned.
 _WHOLE_PREFERENCE_CHARS = 320
 _SOFT_PREFERENCE = re.compile(
     r"\b(?:i (?:really )?(?:like|love|enjoy|hate|adore)|my favou?rite)\b|我(?:很|最|比较)?(?:喜欢|爱)",
@@ -117,10 +99,12 @@ def _flatten(value: Any, path: str = "") -> Iterable[tuple[str, Any]]:
 
 @dataclass
 class RuleExtractor:
-    """The offline, rule-based :class:`FactExtractor`."""
+    """The offline :class:`FactExtractor`: the rule classifier for rules the user sets
+    (``detector``, default the shipped one), patterns for identifiers, addresses and the rest."""
 
     name: str = "rules"
     pin_preferences: bool = True
+    detector: RuleDetector | None = None
 
     def extract(self, messages: Sequence[Message], known: Sequence[Fact] = ()) -> Extraction:
         """Facts and revocations found in ``messages``; tool results need their call among them.
@@ -144,21 +128,23 @@ class RuleExtractor:
     def _user(self, m: Message, src: tuple[str, ...], cands: list[FactCandidate], invs: list[Invalidation]) -> None:
         text = m.text
         sentences = split_sentences(text)
-        # A short message that states a preference is kept whole: the reason given with it matters.
+        # A short message that states a rule is kept whole: the reason given with it matters.
         whole = " ".join(text.split()) if len(sentences) <= 3 and len(text) <= _WHOLE_PREFERENCE_CHARS else None
-        for sentence in sentences:
+        judged = (self.detector or default_detector()).judge(sentences) if m.role == "user" and sentences else []
+        for i, sentence in enumerate(sentences):
             if _REVOKE.search(sentence):
                 invs.append(Invalidation(sentence, src, m.seq))
-            question = sentence.endswith(("?", "？"))
-            strong = not question and bool(_STRONG_PREFERENCE.search(sentence))
-            if strong or _SOFT_PREFERENCE.search(sentence):
-                cands.append(FactCandidate("preference", normalize(sentence)[:160], whole if strong and whole else sentence,
-                                           src, m.seq, pinned=strong and self.pin_preferences))
-            elif is_constraint(sentence) and m.role == "user":
-                cands.append(FactCandidate("constraint", normalize(sentence)[:160], sentence, src, m.seq, pinned=True))
+            rule = judged[i] if i < len(judged) and judged[i].is_rule else None
+            if rule is not None:
+                pinned = rule.kind == "constraint" or self.pin_preferences
+                cands.append(FactCandidate(rule.kind, fact_key(rule.kind, sentence), whole or sentence, src, m.seq,
+                                           confidence=min(1.0, max(0.0, rule.score)), pinned=pinned, origin=rule.by))
+            elif _SOFT_PREFERENCE.search(sentence) and not sentence.endswith(("?", "？")):
+                cands.append(FactCandidate("preference", fact_key("preference", sentence), sentence, src, m.seq,
+                                           origin=self.name))
             for mx in _MY_X_IS.finditer(sentence):
-                cands.append(FactCandidate("fact", normalize(mx.group(1)), mx.group(2).strip(), src, m.seq,
-                                           confidence=0.8, single=True))
+                cands.append(FactCandidate("fact", fact_key("fact", mx.group(1)), mx.group(2).strip(), src, m.seq,
+                                           confidence=0.8, single=True, origin=self.name))
         self._addresses(text, src, m.seq, cands)
         self._identifiers(text, src, m.seq, cands)
 
@@ -166,7 +152,7 @@ class RuleExtractor:
         text = m.text
         for sentence in split_sentences(text):
             if DECISION.search(sentence) and (find_identifiers(sentence) or _FIRM_DECISION.search(sentence)):
-                cands.append(FactCandidate("decision", normalize(sentence)[:160], sentence, src, m.seq, confidence=0.7))
+                cands.append(FactCandidate("decision", fact_key("decision", sentence), sentence, src, m.seq, confidence=0.7))
         self._identifiers(text, src, m.seq, cands)
 
     def _tool(self, m: Message, src: tuple[str, ...], cands: list[FactCandidate], call: tuple[str, str]) -> None:

@@ -39,6 +39,7 @@ class FakeOpenAI:
         self.drop_pattern: str | None = None
         self.hold: threading.Event | None = None  # when set up, summary replies wait until it is set
         self.fact_ops: list[dict[str, Any]] | None = None  # record_facts operations to answer instead
+        self.rule_kinds: dict[str, str] = {}  # judge_rules: sentence -> kind (others are 'none')
         self.requests: list[dict[str, Any]] = []
         self.statuses: list[int] = []
         self.lock = threading.Lock()
@@ -98,6 +99,12 @@ class FakeOpenAI:
             if self.drop_pattern:
                 text = re.sub(self.drop_pattern, "the order", text)
             return _message({"role": "assistant", "content": text})
+        if "judge_rules" in tools:
+            numbered = re.findall(r"^(\d+)\. (.*)$", str(last.get("content", "")), re.M)
+            judged = [{"index": int(i), "kind": self.rule_kinds.get(text.strip(), "none")} for i, text in numbered]
+            return _message({"role": "assistant", "content": None, "tool_calls": [
+                {"id": "call_rules", "type": "function",
+                 "function": {"name": "judge_rules", "arguments": json.dumps({"judgements": judged})}}]})
         if "record_facts" in tools:
             material = str(last.get("content", "")).split("New messages:", 1)[-1]
             ops = self.fact_ops if self.fact_ops is not None else [

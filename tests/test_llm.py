@@ -210,3 +210,19 @@ def test_llm_fact_operations_become_cold_tier_changes(server, tmp_path):
     server.fact_ops = [{"op": "ADD"}]  # malformed operations are an error the caller falls back from
     with pytest.raises(LLMError, match="malformed record_facts"):
         LLMFactExtractor(config(server)).extract(msgs, [])
+
+
+def test_with_an_llm_its_rule_judgement_is_used_and_recorded(server, store):
+    server.rule_kinds = {"Decaf only after three, every day.": "constraint"}
+    llm = config(server, max_attempts=2)
+    with Memory("rules", store=store, llm=llm, tools=[]) as mem:
+        # a rule the LLM judges so, whatever the classifier thinks; chit-chat the LLM calls none
+        mem.add(user("Decaf only after three, every day. Can't wait to share with my customers."))
+        rules = [f for f in mem.facts() if f.kind in ("constraint", "preference")]
+        assert [(f.value, f.origin) for f in rules] == [
+            ("Decaf only after three, every day. Can't wait to share with my customers.", "llm")]
+        assert any("[memos:rules]" in str(r["messages"][0]["content"]) for r in server.requests)
+        server.faults.extend(["500", "500"])  # the endpoint fails: the classifier judges, and says so
+        mem.add(user("Never book anything with Ryanair."))
+        ryanair = next(f for f in mem.facts() if "Ryanair" in f.value)
+        assert ryanair.pinned and ryanair.origin.startswith("classifier (fallback: LLMError")

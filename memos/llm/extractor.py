@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..extract import Extraction
 from ..messages import Message
-from ..tiers.cold import FACT_KINDS, Fact, FactCandidate, Invalidation
+from ..tiers.cold import FACT_KINDS, RULE_KINDS, Fact, FactCandidate, Invalidation, fact_key
 from ..tiers.hot import render_text
 from .client import LLMConfig, LLMError, complete, make_client
 
@@ -126,10 +126,11 @@ class LLMFactExtractor:
                 continue
             if not op.key.strip() or not op.value.strip():
                 continue
-            key = op.key
+            # a rule's key is its text, as for every other path that stores rules (fact_key)
+            key = fact_key(op.kind, op.value) if op.kind in RULE_KINDS else op.key
             if op.op == "UPDATE" and op.fact_id in by_id:
                 key = by_id[op.fact_id].key  # type: ignore[index]
             cands.append(FactCandidate(op.kind, key[:160], op.value, ids, seq,
-                                       pinned=op.kind in ("constraint", "preference"), single=op.op == "UPDATE",
-                                       once=op.kind == "identifier" and op.op == "ADD"))
+                                       pinned=op.kind in RULE_KINDS, single=op.op == "UPDATE",
+                                       once=op.kind == "identifier" and op.op == "ADD", origin="llm"))
         return Extraction(tuple(cands), tuple(invs))

@@ -28,9 +28,12 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Field, Session, SQLModel, col, func, select
 
 from ..store import ensure_pg_text_index, ensure_virtual_tables, pg_any_terms
+from ..text.terms import STOP_WORDS, content_terms
 
 __all__ = [
     "FACT_KINDS",
+    "RULE_KINDS",
+    "SLOT_KINDS",
     "ColdTier",
     "Fact",
     "FactBase",
@@ -40,10 +43,16 @@ __all__ = [
     "ForgetRecord",
     "Invalidation",
     "decide",
+    "fact_key",
+    "key_family",
     "normalize",
 ]
 
 FACT_KINDS = ("constraint", "preference", "identifier", "task_state", "decision", "failed_attempt", "fact")
+# Kinds that share keys: a rule is one rule whether it was judged a constraint or a preference,
+# and a single-valued slot ("address") is one slot whether a rule called it a fact or an identifier.
+RULE_KINDS = ("constraint", "preference")
+SLOT_KINDS = ("fact", "identifier")
 
 
 class FactBase(SQLModel):
@@ -62,6 +71,8 @@ class FactBase(SQLModel):
     superseded_by: int | None = None
     pinned: bool = False
     status: str = Field(default="current", index=True)  # current | superseded | invalidated
+    # who stated or found it: 'explicit' (pin(text=...)), 'classifier', 'llm', 'rules', ...
+    origin: str = ""
 
 
 class Fact(FactBase, table=True):
@@ -136,6 +147,7 @@ class FactCandidate:
     pinned: bool = False
     single: bool = False
     once: bool = False
+    origin: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in FACT_KINDS:
@@ -189,29 +201,29 @@ class _Index:
 
 _SPACE = re.compile(r"\s+")
 _WORD = re.compile(r"[\w$€£¥.-]+|[\u4e00-\u9fff]+", re.UNICODE)
-_STOP = {
-    "the", "and", "for", "that", "this", "with", "you", "your", "are", "was", "not", "but", "have", "has",
-    "any", "all", "can", "will", "would", "should", "what", "when", "where", "from", "into", "about", "there",
-    "their", "they", "them", "then", "than", "just", "also", "more", "some", "please", "thanks", "don't",
-    "could", "find", "tell", "show", "give", "know", "want", "need", "like", "how", "who", "why", "which",
-    "dont", "doesn't", "longer", "anymore", "now", "again", "still", "only", "never", "always",
-}
-
-
 def normalize(value: str) -> str:
     """A value compared for equality: lower case, single spaces, no trailing punctuation."""
     return _SPACE.sub(" ", value).strip().strip(".,;:!?。！？；，").lower()
 
 
-def _words(value: str) -> set[str]:
-    out: set[str] = set()
-    for w in _WORD.findall(value.lower()):
-        w = w.strip(".-")
-        if any("\u4e00" <= ch <= "\u9fff" for ch in w):
-            out.update(w[i : i + 2] for i in range(max(1, len(w) - 1)))
-        elif len(w) >= 3 and w not in _STOP:
-            out.add(w)
-    return out
+def fact_key(kind: str, text: str) -> str:
+    """The key a fact of ``kind`` stated as ``text`` is stored under. Every path that writes
+    facts uses it (the rules, an LLM's operations, ``pin(text=...)``), so the same rule or the
+    same slot always lands on the same key: identifiers are their own key, verbatim; anything
+    else is its normalised text."""
+    if kind not in FACT_KINDS:
+        raise ValueError(f"unknown fact kind {kind!r}; expected one of {FACT_KINDS}")
+    return text.strip()[:160] if kind == "identifier" else normalize(text)[:160]
+
+
+def key_family(candidate: FactCandidate) -> tuple[str, ...]:
+    """The kinds whose rows a candidate is compared with: every rule kind for a rule, both
+    slot kinds for a single-valued slot, else its own kind."""
+    if candidate.kind in RULE_KINDS:
+        return RULE_KINDS
+    if candidate.single and candidate.kind in SLOT_KINDS:
+        return SLOT_KINDS
+    return (candidate.kind,)
 
 
 def decide(candidate: FactCandidate, same_key: Sequence[Fact]) -> tuple[FactOp, Fact | None]:
@@ -223,6 +235,10 @@ def decide(candidate: FactCandidate, same_key: Sequence[Fact]) -> tuple[FactOp, 
     candidate is then stored as history, superseded by it).
     """
     value = normalize(candidate.value)
+    if candidate.kind in RULE_KINDS:  # a rule's key is its text: the same key is the same rule
+        current = [r for r in same_key if r.status == "current"]
+        if current:
+            return FactOp.NOOP, current[0]
     for row in same_key:
         if normalize(row.value) == value and row.status != "invalidated":
             return FactOp.NOOP, row
@@ -323,9 +339,9 @@ class ColdTier:
         return n
 
     def _apply_one(self, s: Session, cand: FactCandidate, now: float) -> FactChange:
-        same = s.exec(
-            select(Fact).where(Fact.namespace == self.namespace, Fact.kind == cand.kind, Fact.key == cand.key)
-        ).all()
+        family = key_family(cand)
+        kind_is = Fact.kind == cand.kind if len(family) == 1 else col(Fact.kind).in_(family)
+        same = s.exec(select(Fact).where(Fact.namespace == self.namespace, kind_is, Fact.key == cand.key)).all()
         op, row = decide(cand, same)
         if op is FactOp.NOOP:
             assert row is not None
@@ -334,6 +350,7 @@ class ColdTier:
             "namespace": self.namespace, "kind": cand.kind, "key": cand.key, "value": cand.value.strip(),
             "source_ids": json.dumps(list(cand.source_ids)), "source_seq": cand.source_seq,
             "confidence": cand.confidence, "pinned": cand.pinned, "created_at": now, "valid_from": now,
+            "origin": cand.origin,
         })
         if op is FactOp.ADD and row is not None:  # an older value arriving late: history only
             fact.status = "superseded"
@@ -359,7 +376,7 @@ class ColdTier:
             row.valid_to = now
             s.add(row)
             return [FactChange(FactOp.INVALIDATE, row)]
-        words = _words(inv.text)
+        words = content_terms(inv.text)
         if not words:
             return []
         rows = s.exec(
@@ -370,7 +387,7 @@ class ColdTier:
         for row in rows:
             if row.source_seq > inv.source_seq >= 0:
                 continue
-            fw = _words(row.value)
+            fw = content_terms(row.value)
             shared = words & fw
             if fw and (len(shared) >= 2 or len(shared) / len(fw) >= 0.5):
                 row.status = "invalidated"
@@ -392,11 +409,19 @@ class ColdTier:
                 self.version += 1
             return row
 
-    def set_pinned(self, fact_id: int, pinned: bool) -> Fact:
-        """Pin or unpin a fact (pinned facts appear in every context while current)."""
+    def get(self, fact_id: int) -> Fact:
+        """One fact of this namespace by id (any status); ``ValueError`` when there is none."""
+        with Session(self.engine, expire_on_commit=False) as s:
+            return self._get(s, fact_id)
+
+    def set_pinned(self, fact_id: int, pinned: bool, *, origin: str | None = None) -> Fact:
+        """Pin or unpin a fact (pinned facts appear in every context while current);
+        ``origin`` records who pinned it (``'explicit'`` for :meth:`memos.Memory.pin`)."""
         with Session(self.engine, expire_on_commit=False) as s:
             row = self._get(s, fact_id)
             row.pinned = pinned
+            if origin is not None:
+                row.origin = origin
             s.add(row)
             s.commit()
             s.refresh(row)
@@ -606,6 +631,6 @@ def _search_terms(query: str, limit: int = 24) -> list[str]:
     for w in _WORD.findall(query):
         if any("\u4e00" <= ch <= "\u9fff" for ch in w):
             terms.update(w[i : i + 3] for i in range(len(w) - 2))
-        elif len(w) >= 3 and w.lower() not in _STOP:
+        elif len(w) >= 3 and w.lower() not in STOP_WORDS:
             terms.add(w.strip(".-") if len(w.strip(".-")) >= 3 else w)
     return sorted(terms, key=len, reverse=True)[:limit]

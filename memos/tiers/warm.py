@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 from ..messages import Message
-from ..paging.guards import is_constraint, split_sentences
 from ..patterns import ACK, DECISION, FAILURE, GOAL, find_identifiers
+from ..text.rules import default_detector
+from ..text.sentences import split_sentences
 from ..tokens import TokenCounter
 
 __all__ = [
@@ -114,7 +115,7 @@ def _score(sentence: str, role: str) -> int:
     if ACK.match(sentence.strip()):
         return -1
     score = 0
-    if role in ("user", "system", "developer") and is_constraint(sentence):
+    if role in ("user", "system", "developer") and default_detector().judge([sentence])[0].is_rule:
         score += 4
     ids = find_identifiers(sentence)
     score += min(4, 2 * len(ids))

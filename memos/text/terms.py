@@ -1,0 +1,30 @@
+"""Content terms of a text, for overlap and relevance: words that carry meaning and, for
+Chinese (which has no spaces), every two-character window of a run of Han characters."""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["STOP_WORDS", "content_terms"]
+
+_WORD = re.compile(r"[\w$€£¥.-]+|[\u4e00-\u9fff]+", re.UNICODE)
+STOP_WORDS = frozenset({
+    "the", "and", "for", "that", "this", "with", "you", "your", "are", "was", "not", "but", "have", "has",
+    "any", "all", "can", "will", "would", "should", "what", "when", "where", "from", "into", "about", "there",
+    "their", "they", "them", "then", "than", "just", "also", "more", "some", "please", "thanks", "don't",
+    "could", "find", "tell", "show", "give", "know", "want", "need", "like", "how", "who", "why", "which",
+    "dont", "doesn't", "longer", "anymore", "now", "again", "still", "only", "never", "always",
+})
+
+
+def content_terms(text: str) -> set[str]:
+    """Lower-cased words of three or more characters that are not stop words, and the
+    character bigrams of Chinese runs."""
+    out: set[str] = set()
+    for w in _WORD.findall(text.lower()):
+        w = w.strip(".-")
+        if any("\u4e00" <= ch <= "\u9fff" for ch in w):
+            out.update(w[i : i + 2] for i in range(max(1, len(w) - 1)))
+        elif len(w) >= 3 and w not in STOP_WORDS:
+            out.add(w)
+    return out
