@@ -6,24 +6,28 @@ import re
 
 __all__ = ["ACK", "DECISION", "FAILURE", "GOAL", "IDENTIFIER", "find_identifiers"]
 
+# Boundaries are ASCII-only: an id glued to Chinese text ("订单号是ORD-88123，") is still an id,
+# where \b would see no boundary between two word characters.
+_L = r"(?<![A-Za-z0-9_])"
+_R = r"(?![A-Za-z0-9_])"
 _IDENTIFIER_PARTS = [
-    r"https?://[^\s<>\"')\]]+",  # URLs
-    r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+",  # emails
+    r"https?://[^\s<>\"')\]\u3000-\u303f\uff00-\uffef]+",  # URLs (they end at CJK punctuation)
+    r"[A-Za-z0-9.+_-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+",  # emails
     r"(?<![\w/])(?:~|\.{1,2})?/(?:[\w.-]+/)*[\w.-]+\.\w+",  # unix file paths with an extension
     r"[A-Za-z]:\\(?:[\w .-]+\\)*[\w .-]+",  # windows paths
-    r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b",  # ISO dates (before the codes below)
-    r"\b[A-Z]{2,}[A-Z0-9]*[-_#]?\d[\w-]*\b",  # ORD-12345, INV2024, TKT-88-A
-    r"\b(?=[A-Za-z0-9-]*\d)(?=[A-Za-z0-9-]*[A-Z])[A-Z0-9][A-Za-z0-9]*-[A-Za-z0-9-]+\b",  # A1-B2 codes
-    r"\b(?=[A-Z0-9]*[A-Z])(?=[A-Z0-9]*\d)[A-Z0-9]{8,}\b",  # 1Z999AA10123456784 (tracking numbers)
+    rf"{_L}\d{{4}}-\d{{2}}-\d{{2}}(?:[T ]\d{{2}}:\d{{2}}(?::\d{{2}})?)?{_R}",  # ISO dates (before the codes below)
+    rf"{_L}[A-Z]{{2,}}[A-Z0-9]*[-_#]?\d[A-Za-z0-9_-]*{_R}",  # ORD-12345, INV2024, TKT-88-A
+    rf"{_L}(?=[A-Za-z0-9-]*\d)(?=[A-Za-z0-9-]*[A-Z])[A-Z0-9][A-Za-z0-9]*-[A-Za-z0-9-]+{_R}",  # A1-B2 codes
+    rf"{_L}(?=[A-Z0-9]*[A-Z])(?=[A-Z0-9]*\d)[A-Z0-9]{{8,}}{_R}",  # 1Z999AA10123456784 (tracking numbers)
     r"[$€£¥]\s?\d[\d,]*(?:\.\d+)?",  # amounts with a currency sign
-    r"\b\d[\d,]*(?:\.\d+)?\s?(?:USD|EUR|GBP|CNY|RMB|JPY|dollars|euros|元|块)",  # amounts with a unit
-    r"\b\d{1,2}/\d{1,2}/\d{2,4}\b",  # 5/8/2023
-    r"\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*\.? \d{1,2}(?:st|nd|rd|th)?,? \d{4}\b",
-    r"\b\d{1,2} (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*,? \d{4}\b",
+    rf"{_L}\d[\d,]*(?:\.\d+)?\s?(?:USD|EUR|GBP|CNY|RMB|JPY|dollars|euros|元|块)",  # amounts with a unit
+    rf"{_L}\d{{1,2}}/\d{{1,2}}/\d{{2,4}}{_R}",  # 5/8/2023
+    rf"{_L}(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*\.? \d{{1,2}}(?:st|nd|rd|th)?,? \d{{4}}{_R}",
+    rf"{_L}\d{{1,2}} (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*,? \d{{4}}{_R}",
     r"\d{4}年\d{1,2}月\d{1,2}日",
-    r"\b\d{1,5} [A-Z][a-z]+(?: [A-Z][a-z]+)* "
+    rf"{_L}\d{{1,5}} [A-Z][a-z]+(?: [A-Z][a-z]+)* "
     r"(?:Street|St|Avenue|Ave|Road|Rd|Lane|Ln|Boulevard|Blvd|Drive|Dr|Way|Court|Ct|Place|Pl)\b\.?",
-    r"\+?\d[\d -]{7,}\d",  # phone numbers
+    rf"{_L}\+?\d[\d -]{{7,}}\d{_R}",  # phone numbers
 ]
 IDENTIFIER = re.compile("|".join(f"(?:{p})" for p in _IDENTIFIER_PARTS))
 

@@ -17,12 +17,14 @@ by namespace, time range, kind and role.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import re
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +35,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Field, Session, SQLModel, col, func, select
 
 from ..embeddings import Embedder
+from ..patterns import find_identifiers
 from ..store import chunks, ensure_pg_text_index, ensure_virtual_tables, pg_any_terms
 
 __all__ = [
@@ -214,6 +217,32 @@ class ChromaBackend:
         return set(self._collection(namespace).get(include=[])["ids"])
 
 
+# Indexer threads are daemons (a script that forgets close() must still exit), so the
+# interpreter would kill one mid-call into ONNX Runtime at teardown, which aborts the process.
+# Before teardown, every running worker is asked to stop and joined (after its current batch);
+# what it had not embedded stays queued for the next open.
+_WORKERS: weakref.WeakSet[ArchivalTier] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_workers() -> None:
+    for tier in list(_WORKERS):
+        tier.stop_worker()
+
+
+_CJK_CHAR = re.compile(r"[\u3400-\u9fff\u3000-\u303f\uff00-\uffef]")
+
+
+def keyword_document(text: str) -> str:
+    """The text the keyword index holds for an item: the text itself and, when it holds
+    Chinese, its identifiers again on their own (FTS5's tokenizer glues "是ORD" into one token,
+    so "ORD-88123" would not be found)."""
+    if not _CJK_CHAR.search(text):
+        return text
+    ids = find_identifiers(text)
+    return text + ("\n" + " ".join(ids) if ids else "")
+
+
 def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> dict[str, float]:
     """Reciprocal rank fusion: each id scores the sum of 1 / (k + rank) over the rankings."""
     scores: dict[str, float] = {}
@@ -330,7 +359,7 @@ class ArchivalTier:
             session.flush()
         if self.fts and fresh:
             session.execute(text("INSERT INTO memos_archive_fts(namespace, item_id, text) VALUES (:ns, :id, :t)"),
-                            [{"ns": i.namespace, "id": i.id, "t": i.text} for i in fresh])
+                            [{"ns": i.namespace, "id": i.id, "t": keyword_document(i.text)} for i in fresh])
         if fresh:
             self.version += 1
         return len(fresh)
@@ -381,6 +410,7 @@ class ArchivalTier:
         self._stopping = False
         self._worker = threading.Thread(target=self._work, name="memos-archival-indexer", daemon=True)
         self._worker.start()
+        _WORKERS.add(self)
 
     def stop_worker(self) -> None:
         """Stop the background worker after its current batch; queued items stay queued."""
@@ -389,8 +419,10 @@ class ArchivalTier:
             return
         self._stopping = True
         self._wake.set()
-        worker.join()
+        if worker is not threading.current_thread():
+            worker.join()
         self._worker = None
+        _WORKERS.discard(self)
 
     def _work(self) -> None:
         while not self._stopping:

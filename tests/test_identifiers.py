@@ -1,0 +1,93 @@
+"""The identifier net: every id of a session survives, whatever the summariser writes."""
+
+from __future__ import annotations
+
+import json
+import random
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memos import Memory, MemosSettings
+from memos.patterns import find_identifiers
+from memos.tiers.warm import ExtractiveSummarizer, SummaryPlan
+from memos.tokens import default_counter
+
+
+class DroppingSummarizer:
+    """A summariser endpoint that fails some of the time and otherwise leaves ids out."""
+
+    name = "dropping"
+
+    def __init__(self, seed: int, fail_rate: float = 0.3, drop_rate: float = 0.7) -> None:
+        self.rng = random.Random(seed)
+        self.fail_rate, self.drop_rate = fail_rate, drop_rate
+        self.inner = ExtractiveSummarizer(default_counter())
+
+    def summarize(self, plan: SummaryPlan) -> str:
+        if self.rng.random() < self.fail_rate:
+            raise RuntimeError("503 from the summariser endpoint")
+        text = self.inner.summarize(plan)
+        for ident in find_identifiers(text):
+            if self.rng.random() < self.drop_rate:
+                text = text.replace(ident, "the reference")
+        return text
+
+
+def make_id(kind: int, n: int) -> str:
+    return [f"PNR-{n:05d}", f"ORD-{n + 10000}", f"TKT{n:04d}X", f"user{n}@example.com", f"INV-{n:03d}-B"][kind]
+
+
+FILLER = ["Sounds good, thanks.", "What about the weather there?", "我们周末再说吧。", "Let me think about it.",
+          "Could you compare the two hotels?", "好的，没问题。"]
+
+ops = st.lists(st.one_of(
+    st.tuples(st.just("en"), st.integers(0, 4)),
+    st.tuples(st.just("zh"), st.integers(0, 4)),
+    st.tuples(st.just("tool"), st.integers(0, 4)),
+    st.tuples(st.just("filler"), st.integers(0, len(FILLER) - 1)),
+), min_size=30, max_size=90)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=ops, seed=st.integers(0, 10_000), budget=st.integers(700, 1600))
+def test_no_id_of_the_session_is_lost_when_the_summariser_drops_them(ops, seed, budget):
+    with tempfile.TemporaryDirectory() as d:
+        conf = MemosSettings(budget_tokens=budget, background_indexing=False)
+        mem = Memory("ids", store=str(Path(d) / "m.db"), settings=conf, summarizer=DroppingSummarizer(seed))
+        ids: list[str] = []
+        try:
+            for i, (kind, arg) in enumerate(ops):
+                ident = make_id(arg, i) if kind != "filler" else ""
+                if kind == "en":
+                    mem.add({"role": "user", "content": f"My booking reference is {ident}, please keep it handy."})
+                    mem.add({"role": "assistant", "content": "Got it, I'll keep that reference."})
+                    ids.append(ident)
+                elif kind == "zh":
+                    mem.add({"role": "user", "content": f"我的订单号是{ident}，帮我查一下物流。"})
+                    mem.add({"role": "assistant", "content": "好的，我来查。"})
+                    ids.append(ident)
+                elif kind == "tool":
+                    cid = f"call-{i}"
+                    mem.add({"role": "assistant", "content": None, "tool_calls": [
+                        {"id": cid, "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]})
+                    mem.add({"role": "tool", "tool_call_id": cid,
+                             "content": json.dumps({"status": "ok", "record": ident, "note": "x" * 200})})
+                    ids.append(ident)
+                else:
+                    mem.add({"role": "user", "content": FILLER[arg]})
+                    mem.add({"role": "assistant", "content": "Sure."})
+            prompt = json.dumps(mem.context(tools=[]), ensure_ascii=False)
+            facts = "\n".join(f.key + " " + f.value for f in mem.facts())
+            lost = []
+            for ident in ids:
+                if ident in prompt or ident in facts:
+                    continue
+                if any(ident in h.text for h in mem.retrieve(ident, top_k=10)):
+                    continue
+                lost.append(ident)
+            assert not lost, f"lost {lost} after {mem.stats().demotions} demotions"
+        finally:
+            mem.close()

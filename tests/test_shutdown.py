@@ -1,0 +1,48 @@
+"""A script that never calls close() exits cleanly while the background indexer is busy."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from memos import Memory
+from tests.conftest import needs_model
+
+SCRIPT = textwrap.dedent("""
+    import json, sys
+    from memos import Memory
+
+    mem = Memory("s", user="u", store=sys.argv[1], budget=2048)
+    for i in range(450):
+        mem.add({"role": "user", "content": f"note {i}: the locker code for gym {i} is {1000 + i}, booking ref PNR-{i:05d}"})
+        mem.add({"role": "assistant", "content": f"Noted, locker {1000 + i} for gym {i}."})
+    call = {"id": "c1", "type": "function",
+            "function": {"name": "retrieve", "arguments": json.dumps({"query": "locker code for gym 7", "top_k": 5,
+                                                                      "since": None, "until": None, "kind": None,
+                                                                      "page": None})}}
+    reply = mem.handle_tool_call(call)
+    assert json.loads(reply["content"])["status"] == "ok", reply
+    print("pending", mem.archival.pending(), flush=True)
+    # no close(): the interpreter ends while the indexer is still embedding
+""")
+
+
+@needs_model
+def test_script_ending_without_close_while_the_indexer_is_busy_exits_0(tmp_path: Path):
+    db = tmp_path / "m.db"
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.run([sys.executable, str(script), str(db)], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "terminate called" not in proc.stderr
+    pending = int(proc.stdout.split("pending", 1)[1].split()[0])
+    assert pending > 0, "the indexer should still have had work when the script ended"
+    with Memory("s", user="u", store=str(db), budget=2048) as mem:  # nothing acknowledged is lost
+        assert len(mem.history()) == 900
+        mem.flush()
+        assert mem.archival.pending() == 0
+        assert any("PNR-00007" in h.text for h in mem.retrieve("PNR-00007", top_k=5))
