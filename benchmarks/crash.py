@@ -37,7 +37,7 @@ def child(store: str, session: str, seed: int, count: int | None = None) -> int:
     from memos import Memory, MemosSettings
 
     rng = random.Random(seed)
-    mem = Memory(session, store=store, settings=MemosSettings(budget_tokens=BUDGET))
+    mem = Memory(session, store=store, settings=MemosSettings(budget_tokens=BUDGET), tools=[])
     print("READY", flush=True)
     n = 0
     while count is None or n < count:
@@ -96,7 +96,7 @@ def _check(store: Path, session: str, acked: set[str], report: CrashReport) -> N
     from memos.paging.context import find_orphans
 
     SharedSystemClient.clear_system_cache()  # as a new process sees it: Chroma caches clients by path
-    mem = Memory(session, store=store, settings=MemosSettings(budget_tokens=BUDGET, background_indexing=False))
+    mem = Memory(session, store=store, settings=MemosSettings(budget_tokens=BUDGET, background_indexing=False), tools=[])
     try:
         logged = {m.id for m in mem.history()}
         report.lost += sorted(acked - logged)

@@ -7,7 +7,7 @@ that keeps the prompt within a token budget and never splits a tool chain.
 from __future__ import annotations
 
 from .config import DEFAULT_SETTINGS, MemosSettings
-from .errors import BudgetExceeded, InvalidMessage, InvalidNamespace, MemosError
+from .errors import BudgetExceeded, InvalidMessage, InvalidNamespace, MemosError, PinLimitExceeded
 from .memory import Memory, MemoryStats, PagingEvent, Rollback
 from .messages import Message
 from .paging.guards import (
@@ -16,6 +16,7 @@ from .paging.guards import (
     Guard,
     PinGuard,
     RecencyGuard,
+    ReferenceGuard,
     ToolChainGuard,
     Verdict,
 )
@@ -36,7 +37,9 @@ __all__ = [
     "Message",
     "PagingEvent",
     "PinGuard",
+    "PinLimitExceeded",
     "RecencyGuard",
+    "ReferenceGuard",
     "Rollback",
     "TokenCounter",
     "ToolChainGuard",

@@ -29,6 +29,10 @@ class MemosSettings:
     summary_share: float = 0.15
     # Share of the budget the relevant (not pinned) facts may take.
     facts_share: float = 0.10
+    # Share of the budget the pinned section may take. Explicit pins (pin()) must fit in it;
+    # rules pinned automatically are ranked (relevance, recency) and those past it are shown
+    # as facts when relevant.
+    pinned_share: float = 0.15
     # Share of the budget recalled archival items may take.
     recall_share: float = 0.60
     # Share of the budget held back for recall: paging thresholds apply to the rest.
@@ -55,6 +59,9 @@ class MemosSettings:
     resummary_window: int = 400
     # The newest N units (a turn, or a whole tool chain) always stay hot.
     keep_recent_units: int = 2
+    # What the assistant referred to in its last N messages (an id or a time it quoted, a
+    # promise it made) stays hot while the budget allows (ReferenceGuard).
+    reference_turns: int = 3
     # A placeholder keeps this many characters of the tool result it replaces.
     placeholder_preview_chars: int = 120
     # Model whose tiktoken encoding counts tokens; None counts with cl100k_base.
@@ -64,7 +71,7 @@ class MemosSettings:
         if not isinstance(self.budget_tokens, int) or self.budget_tokens < 64:
             raise ValueError(f"budget_tokens must be an int >= 64, got {self.budget_tokens!r}")
         for name in ("soft_threshold", "hard_threshold", "hot_target", "summary_share", "facts_share", "recall_share",
-                     "warning_threshold"):
+                     "warning_threshold", "pinned_share"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not 0.0 < value <= 1.0:
                 raise ValueError(f"{name} must be in (0, 1], got {value!r}")
@@ -80,6 +87,8 @@ class MemosSettings:
             raise ValueError("resummary_window must be >= 1")
         if self.full_resummary_every < 1:
             raise ValueError("full_resummary_every must be >= 1")
+        if self.reference_turns < 1:
+            raise ValueError("reference_turns must be >= 1")
         if self.keep_recent_units < 1:
             raise ValueError("keep_recent_units must be >= 1")
         if self.recall_top_k < 1:
@@ -111,6 +120,11 @@ class MemosSettings:
     def facts_max_tokens(self) -> int:
         """Largest size of the relevant-facts section, in tokens."""
         return max(32, int(self.budget_tokens * self.facts_share))
+
+    @property
+    def pinned_max_tokens(self) -> int:
+        """Largest size of the pinned section, in tokens."""
+        return max(32, int(self.budget_tokens * self.pinned_share))
 
     @property
     def recall_max_tokens(self) -> int:

@@ -6,6 +6,7 @@
      ├── InvalidMessage (also ValueError)     a message does not have the OpenAI chat shape
      ├── InvalidNamespace (also ValueError)   a user / agent / session label is unusable
      └── BudgetExceeded                       content that may not be evicted does not fit
+          └── PinLimitExceeded                 an explicit pin would not fit the pinned section's cap
 
 Every error carries a message that names the problem; nothing already stored is
 changed when one is raised.
@@ -13,7 +14,7 @@ changed when one is raised.
 
 from __future__ import annotations
 
-__all__ = ["BudgetExceeded", "InvalidMessage", "InvalidNamespace", "MemosError"]
+__all__ = ["BudgetExceeded", "InvalidMessage", "InvalidNamespace", "MemosError", "PinLimitExceeded"]
 
 
 class MemosError(Exception):
@@ -46,3 +47,20 @@ class BudgetExceeded(MemosError):
             msg += f" ({detail})"
         msg += "; raise the budget or unpin something"
         super().__init__(msg)
+
+
+class PinLimitExceeded(BudgetExceeded):
+    """:meth:`memos.Memory.pin` was asked to pin something that would take the explicit pins
+    past the pinned section's cap (``settings.pinned_share`` of the budget). Nothing was pinned.
+
+    ``needed`` is what the explicit pins would take with it, ``budget`` the cap.
+    """
+
+    def __init__(self, needed: int, cap: int, detail: str = "") -> None:
+        self.needed = needed
+        self.budget = cap
+        msg = (f"pinning this would take the explicit pins to {needed} tokens, over the pinned section's cap of "
+               f"{cap} tokens (pinned_share of the budget)")
+        if detail:
+            msg += f" ({detail})"
+        MemosError.__init__(self, msg + "; unpin something, shorten it, or raise pinned_share or the budget")

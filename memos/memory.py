@@ -22,9 +22,9 @@ from typing import Any
 from .agent import TurnResult, run_turn
 from .config import MemosSettings
 from .embeddings import ChromaEmbedder, Embedder, load_embedder
-from .errors import BudgetExceeded
+from .errors import BudgetExceeded, PinLimitExceeded
 from .extract import FactExtractor, RuleExtractor, identifier_facts, message_source
-from .llm import LLMConfig, LLMFactExtractor, LLMSummarizer, make_client
+from .llm import LLMConfig, LLMFactExtractor, LLMRuleJudge, LLMSummarizer, make_client
 from .messages import Message, validate_batch
 from .paging.context import (
     assemble,
@@ -37,18 +37,23 @@ from .paging.context import (
 from .paging.guards import (
     ConstraintGuard,
     Guard,
+    GuardContext,
     GuardFn,
     PinGuard,
     RecencyGuard,
+    ReferenceGuard,
     ToolChainGuard,
+    Verdict,
     as_guard,
     extract_constraints,
+    references,
 )
 from .paging.pager import CutPoint, find_cut_point, find_soft_compactions
 from .store import CompactionRow, Demotion, Store, SummaryRow, namespace_key, validate_namespace
+from .text.terms import content_terms
 from .tiers.archival import ArchivalTier, ArchiveBackend, ArchiveItem, ChromaBackend, Hit, rrf
-from .tiers.cold import ColdTier, Fact, FactCandidate, ForgetRecord, Invalidation, fact_log
-from .tiers.hot import Unit, group_units, placeholder, render_text, tool_names
+from .tiers.cold import ColdTier, Fact, FactCandidate, ForgetRecord, Invalidation, fact_key, fact_log
+from .tiers.hot import Unit, clip_json, group_units, placeholder, render_text, tool_names
 from .tiers.warm import ExtractiveSummarizer, Summarizer, SummaryPlan, fit_summary, prepare_summary
 from .tokens import REPLY_PRIMING, TokenCounter, default_counter
 from .tools_schema import TOOLS, dispatch
@@ -57,6 +62,7 @@ __all__ = ["Memory", "MemoryStats", "PagingEvent", "Rollback"]
 
 _SYSTEM_ROLES = ("system", "developer")
 _MIN_CLIP_TOKENS = 48
+_MIN_DEMOTION_TOKENS = 64
 
 
 @dataclass(frozen=True)
@@ -126,6 +132,8 @@ class Memory:
     ``MEMOS_CHROMA_URL``, ``MEMOS_CHROMA_PATH``, or a folder beside the SQLite file).
     ``embedder`` replaces the all-MiniLM-L6-v2 model (any Chroma embedding function
     works), whose folder is ``embedding_model_dir`` or ``MEMOS_EMBEDDING_MODEL_DIR``.
+    ``tools`` are the function schemas your requests carry (default: memos' own): their
+    tokens count against the budget (see :meth:`context`).
     """
 
     def __init__(
@@ -146,6 +154,7 @@ class Memory:
         embedder: Embedder | Callable[[list[str]], Any] | None = None,
         embedding_model_dir: str | Path | None = None,
         llm: LLMConfig | None = None,
+        tools: Sequence[dict[str, Any]] | None = None,
     ) -> None:
         settings = settings if settings is not None else MemosSettings.from_env()
         if budget is not None:
@@ -155,20 +164,23 @@ class Memory:
         self.store = store if isinstance(store, Store) else Store(store or os.environ.get("MEMOS_STORE") or "memos.db")
         self._owns_store = not isinstance(store, Store)
         self.counter = counter or default_counter(settings.model)
+        self._references = ReferenceGuard(settings.reference_turns)
         if guard is None:
-            guard = RecencyGuard(settings.keep_recent_units) & PinGuard() & ConstraintGuard()
+            guard = RecencyGuard(settings.keep_recent_units) & PinGuard() & ConstraintGuard() & self._references
         self.guard: Guard = ToolChainGuard() & as_guard(guard)
         # When the budget cannot be met otherwise, only in-flight chains, pins and the
         # newest unit hold: recency and custom KEEP rules give way.
         self._last_resort: Guard = ToolChainGuard() & RecencyGuard(1) & PinGuard() & ConstraintGuard()
         self.llm = llm if llm is not None else LLMConfig.from_env()
+        self._rules = RuleExtractor()
         if self.llm is not None:
             client = make_client(self.llm)
             summarizer = summarizer or LLMSummarizer(self.llm, client)
             extractor = extractor or LLMFactExtractor(self.llm, client)
+            # user messages are read as they arrive: the LLM judges which sentences set rules
+            self._rules = RuleExtractor(detector=LLMRuleJudge(self.llm, client))
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer(self.counter)
         self.extractor: FactExtractor = extractor or RuleExtractor()
-        self._rules = RuleExtractor()
         self.cold = ColdTier(self.store.engine, namespace_key(self.namespace))
         self.on_event = on_event
         self._archive_spec = archive
@@ -180,6 +192,10 @@ class Memory:
         self._promoted: list[Hit] = []
         self._pending: Future[_DemotionPlan] | None = None
         self._pool: ThreadPoolExecutor | None = None
+        self._own_tools_tokens = self.counter.count_tools(TOOLS)
+        self._default_tools_tokens = self._count_tools(tools)
+        self._tools_tokens = self._default_tools_tokens  # the tools the last context() was told about
+        self._pinned_shown: tuple[Any, frozenset[int]] = ((), frozenset())
         self._render_cache: dict[tuple[str, int, bool], tuple[dict[str, Any], int]] = {}
         self._section_cache: dict[tuple[Any, ...], tuple[dict[str, Any] | None, int]] = {}
         self._load()
@@ -267,14 +283,20 @@ class Memory:
         self._page(0, None, strict=False)
         return logged
 
-    def context(self, query: str | None = None) -> list[dict[str, Any]]:
+    def context(self, query: str | None = None, *, tools: Sequence[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
         """The prompt to send now, within the budget, in OpenAI chat format.
 
         With ``query``, the prompt is assembled as if ``query`` were the next user
-        message, which is appended last; it is not stored. Raises
-        :class:`~memos.errors.BudgetExceeded` when content that may not be evicted
-        (system messages, pinned items, the newest units) does not fit.
+        message, which is appended last; it is not stored. ``tools`` are the function
+        schemas the request will carry: their tokens count against the budget too, so
+        the messages and the tools together fit it. By default the ``tools`` given to
+        the constructor are counted, else memos' own (:meth:`tools`); pass ``tools=[]``
+        when the request carries none.
+        Raises :class:`~memos.errors.BudgetExceeded` when content that may not be evicted
+        (system messages, explicit pins, the newest units, the tool schemas) does not fit;
+        rules pinned automatically never cause it.
         """
+        self._tools_tokens = self._count_tools(tools)
         query_msg = None
         extra = 0
         if query is not None:
@@ -288,6 +310,13 @@ class Memory:
                 extra = self.counter.count_message(query_msg)
         rooms = self._page(extra, query, strict=True)
         return self._build(query_msg, query, rooms)
+
+    def _count_tools(self, tools: Sequence[dict[str, Any]] | None) -> int:
+        if tools is None:
+            return getattr(self, "_default_tools_tokens", self._own_tools_tokens)
+        if not isinstance(tools, (list, tuple)) or not all(isinstance(t, dict) for t in tools):
+            raise ValueError("tools must be a list of function schemas (dicts), as sent in the request")
+        return self.counter.count_tools(tools)
 
     def compactions(self) -> list[CompactionRow]:
         """The compaction log of this session, oldest first: each soft compaction, demotion
@@ -355,21 +384,46 @@ class Memory:
 
         ``message_id``: a logged message. A hot message stays where it is and moves to
         the pinned section when it is demoted; one already demoted comes back pinned.
-        ``fact_id``: a fact of the cold tier (returned). ``text``: a new constraint,
-        stored as a pinned fact (returned).
+        ``fact_id``: a fact of the cold tier (returned). ``text``: a new rule, stored as a
+        pinned constraint (returned; a rule already stored under the same text is pinned
+        instead of added twice).
+
+        Explicit pins always appear; together they must fit the pinned section's cap
+        (``settings.pinned_share`` of the budget), else :class:`~memos.errors.PinLimitExceeded`
+        is raised here and nothing is pinned.
         """
         target = _one_of(message_id=message_id, fact_id=fact_id, text=text)
         if target == "message_id":
+            m = next((x for x in self.history() if x.id == str(message_id)), None)
+            if m is None:
+                raise ValueError(f"no message with id {message_id!r} in session {self.namespace!r}")
+            if not m.pinned:
+                self._check_pin_room(f"({m.role}, #{m.seq}) {render_text(m.data)}")
             self._set_pin(str(message_id), True)
             return None
         if target == "fact_id":
-            return self.cold.set_pinned(int(fact_id), True)  # type: ignore[arg-type]
-        body = str(text).strip()
-        if not body:
+            fact = self.cold.get(int(fact_id))  # type: ignore[arg-type]
+            if not (fact.pinned and fact.origin == "explicit"):
+                self._check_pin_room(fact.line())
+            return self.cold.set_pinned(int(fact_id), True, origin="explicit")  # type: ignore[arg-type]
+        if not isinstance(text, str) or not text.strip():
             raise ValueError("pin(text=...) needs non-empty text")
-        changes = self.cold.apply([FactCandidate("constraint", body.lower()[:160], body, (), self._next_seq - 1, pinned=True)])
+        body = " ".join(text.split())
+        self._check_pin_room(f"constraint: {body}")
+        changes = self.cold.apply([FactCandidate("constraint", fact_key("constraint", body), body, (), self._next_seq - 1,
+                                                 pinned=True, origin="explicit")])
         fact = changes[0].fact
-        return fact if fact.pinned else self.cold.set_pinned(int(fact.id), True)  # type: ignore[arg-type]
+        if fact.pinned and fact.origin == "explicit":
+            return fact
+        return self.cold.set_pinned(int(fact.id), True, origin="explicit")  # type: ignore[arg-type]
+
+    def _check_pin_room(self, line: str) -> None:
+        explicit, _ = self._pinned_lines()
+        lines = [ln for ln, _ in explicit] + [line]
+        needed = self.counter.count_message(pinned_message(lines) or {})
+        cap = self.settings.pinned_max_tokens
+        if needed > cap:
+            raise PinLimitExceeded(needed, cap, f"{len(explicit)} explicit pin(s) already")
 
     def unpin(self, message_id: str | None = None, *, fact_id: int | None = None) -> None:
         """Undo :meth:`pin` for a message (also one a guard pinned) or a fact; both stay stored."""
@@ -576,7 +630,11 @@ class Memory:
             marker = f" … [memos: clipped; full text in the memory log as message {m.id}] … "
             body = render_text(data) if not isinstance(data.get("content"), str) else data["content"]
             overhead = self.counter.count_message({**data, "content": ""})
-            data = {**data, "content": self.counter.clip(body, max(0, cap - overhead), marker)}
+            clipped = None
+            if m.role == "tool":  # a JSON result stays JSON the model can parse
+                clipped = clip_json(body, max(0, cap - overhead), self.counter.count,
+                                    f"clipped; full text in the memory log as message {m.id}")
+            data = {**data, "content": clipped or self.counter.clip(body, max(0, cap - overhead), marker)}
         out = (data, self.counter.count_message(data) if data is not m.data else m.tokens)
         self._render_cache[key] = out
         return out
@@ -588,28 +646,95 @@ class Memory:
     def _unit_tokens(self, unit: Unit) -> int:
         return sum(t for _, t in self._render_unit(unit, tool_names([unit])))
 
-    def _pinned_section(self) -> tuple[dict[str, Any] | None, int]:
-        key = ("pinned", self.cold.version, tuple((m.id, m.pinned) for m in self._pinned))
+    def _pinned_section(self, query: str | None = None, room: int | None = None) -> tuple[dict[str, Any] | None, int]:
+        """The pinned section: every explicit pin (``pin()``), then the rules pinned
+        automatically, ranked by relevance to the latest user message (or ``query``), then by
+        recency, within the section's cap (``room``, when smaller). Rules past the cap stay
+        facts, shown in the facts section when relevant; a line tells the agent so."""
+        text = self._relevance_text(query)
+        key = ("pinned", self.cold.version, tuple((m.id, m.pinned) for m in self._pinned), text, room)
         hit = self._section_cache.get(key)
         if hit is not None:
             return hit
-        lines = [f.line() for f in self.cold.facts(pinned=True)]
-        seen = {ln.split(": ", 1)[-1].lower() for ln in lines}
+        cap = self.settings.pinned_max_tokens if room is None else min(room, self.settings.pinned_max_tokens)
+        explicit, auto = self._pinned_lines()
+        wanted = content_terms(text)
+        # relevance to what is asked (capped, so one shared word does not outrank a sure rule),
+        # how sure the detector was, then recency; a line nearly the same as one already chosen
+        # waits (twenty "look up record N please" are not twenty rules)
+        ranked = sorted(auto, key=lambda a: (-(min(2, len(wanted & content_terms(a[0]))) + 2 * a[3]), -a[2]))
+        lines = [line for line, _ in explicit]
+        shown = {fid for _, fid in explicit if fid is not None}
+        used = self.counter.count_message(pinned_message(lines or ["x"]) or {})
+        chosen: list[set[str]] = []
+        distinct, later = [], []
+        for entry in ranked:
+            terms = content_terms(entry[0])
+            if any(len(terms & c) >= 0.6 * max(1, len(terms | c)) for c in chosen):
+                later.append(entry)
+            else:
+                chosen.append(terms)
+                distinct.append(entry)
+        taken: list[tuple[str, int | None]] = []
+        for line, fid, _seq, _conf in distinct + later:
+            cost = self.counter.count(line) + 2
+            if used + cost <= cap:
+                taken.append((line, fid))
+                used += cost
+        while True:  # the line telling the agent about the rest must fit too
+            skipped = len(auto) - len(taken)
+            notice = [f"+{skipped} more stated rule(s), kept as facts: shown when relevant, found by `retrieve`"]
+            notice = notice if skipped else []
+            msg = pinned_message(lines + [ln for ln, _ in taken] + notice)
+            out = (msg, self.counter.count_message(msg) if msg else 0)
+            if not skipped or out[1] <= max(cap, used) or not taken:
+                break
+            taken.pop()
+        shown.update(fid for _, fid in taken if fid is not None)
+        self._section_cache = {k: v for k, v in self._section_cache.items() if k[0] != "pinned"}
+        self._section_cache[key] = out
+        self._pinned_shown = (key, frozenset(shown))
+        return out
+
+    def _pinned_lines(self) -> tuple[list[tuple[str, int | None]], list[tuple[str, int | None, int, float]]]:
+        """Explicit pins (line, fact id) and automatic ones (line, fact id, seq, confidence),
+        without repeats: a message the user pinned wins over a fact holding the same text."""
+        explicit: list[tuple[str, int | None]] = []
+        auto: list[tuple[str, int | None, int, float]] = []
+        seen: set[str] = set()
         cap = self._message_cap(1)
-        for m in self._pinned:
+
+        def message_line(m: Message) -> tuple[str, str] | None:
             sentences = [] if m.pinned else [c for c in extract_constraints(m.text) if not self.cold.knows(c)]
             body = " ".join(sentences) if sentences else render_text(m.data)
             if body.lower() in seen:
-                continue
+                return None
             seen.add(body.lower())
             if self.counter.count(body) > cap:
                 body = self.counter.clip(body, cap, f" … [clipped; message {m.id}] … ")
-            lines.append(f"({m.role}, #{m.seq}) {body}")
-        msg = pinned_message(lines)
-        out = (msg, self.counter.count_message(msg) if msg else 0)
-        self._section_cache = {k: v for k, v in self._section_cache.items() if k[0] != "pinned"}
-        self._section_cache[key] = out
-        return out
+            return body, f"({m.role}, #{m.seq}) {body}"
+
+        for m in self._pinned:
+            if m.pinned and (got := message_line(m)) is not None:
+                explicit.append((got[1], None))
+        for f in self.cold.facts(pinned=True):
+            value = f.value.lower()
+            if value in seen:
+                continue
+            seen.add(value)
+            if f.origin == "explicit":
+                explicit.append((f.line(), f.id))
+            else:
+                auto.append((f.line(), f.id, f.source_seq, f.confidence))
+        for m in self._pinned:
+            if not m.pinned and (got := message_line(m)) is not None:
+                auto.append((got[1], None, m.seq, 0.5))
+        return explicit, auto
+
+    def _shown_pins(self, query: str | None, room: int | None) -> frozenset[int]:
+        """Ids of the pinned facts the pinned section shows for this query."""
+        self._pinned_section(query, room)
+        return self._pinned_shown[1]
 
     def _fit_section(self, make: Callable[[Sequence[str]], dict[str, Any] | None], lines: list[str],
                      limit: int) -> tuple[dict[str, Any] | None, int]:
@@ -631,9 +756,11 @@ class Memory:
                 return m.text
         return ""
 
-    def _facts_section(self, query: str | None, room: int | None) -> tuple[dict[str, Any] | None, int]:
+    def _facts_section(self, query: str | None, room: int | None, pinned_room: int | None = None
+                       ) -> tuple[dict[str, Any] | None, int]:
         text = self._relevance_text(query)
-        key = ("facts", self.cold.version, text, room)
+        shown = self._shown_pins(query, pinned_room)
+        key = ("facts", self.cold.version, text, room, shown)
         hit = self._section_cache.get(key)
         if hit is not None:
             return hit
@@ -642,11 +769,10 @@ class Memory:
         msg = None
         tokens = 0
         if limit > 40:
-            slots = self.cold.slots()
-            hits = [f for f in self.cold.search(text, limit=20) if not f.pinned] if text else []
+            hits = [f for f in self.cold.search(text, limit=20) if f.id not in shown] if text else []
             seen: set[int | None] = set()
             used = self.counter.count_message(facts_message(["x"]) or {})
-            for f in slots + hits:
+            for f in hits:
                 if f.id in seen:
                     continue
                 seen.add(f.id)
@@ -683,9 +809,25 @@ class Memory:
         self._section_cache[key] = out
         return out
 
+    def _referenced_hits(self, hot: set[str]) -> list[Hit]:
+        """Archived items holding what the assistant quoted in its last turns (an id, a time)
+        that no other hot message holds any more: the agent went back to something that has
+        left the hot tier, so it comes back, verbatim, as recalled memory."""
+        recent = [m for m in reversed(self._hot) if m.role == "assistant"][: self.settings.reference_turns]
+        if not recent or self.archival.empty():
+            return []
+        quoted: set[str] = set()
+        for m in recent:
+            quoted |= references(m.text + " " + " ".join(c["function"]["arguments"] for c in m.data.get("tool_calls") or ()))
+        others = " ".join(m.text for m in self._hot if m.role != "assistant")
+        hits: list[Hit] = []
+        for ref in sorted(r for r in quoted if r not in others)[:4]:
+            hits += self.archival.search(ref, 2, mode="keyword", exclude_message_ids=hot)
+        return [h for h in hits if any(r in h.text for r in quoted)]
+
     def _recall_section(self, query: str | None, room: int) -> tuple[dict[str, Any] | None, int]:
         text = self._relevance_text(query) if self.settings.auto_recall else ""
-        if room <= 40 or (not text and not self._promoted):
+        if room <= 40:
             return None, 0
         hot_ids = tuple(m.id for m in self._hot)
         version = self.archival.version
@@ -695,7 +837,9 @@ class Memory:
         if hit is not None:
             return hit
         limit = min(room, self.settings.recall_max_tokens)
-        hits = list(self._promoted)
+        hits = list(self._promoted) + self._referenced_hits(set(hot_ids))
+        if not text and not hits:
+            return None, 0
         if text and not self.archival.empty():
             hits += self.archival.search(text, self.settings.recall_top_k, exclude_message_ids=set(hot_ids),
                                          min_similarity=self.settings.recall_min_similarity)
@@ -734,8 +878,8 @@ class Memory:
 
     def _total(self, extra: int, query: str | None, rooms: _Rooms) -> int:
         system = sum(m.tokens for m in self._system)
-        _, pinned = self._pinned_section()
-        _, facts = self._facts_section(query, rooms.facts)
+        _, pinned = self._pinned_section(query, rooms.pinned)
+        _, facts = self._facts_section(query, rooms.facts, rooms.pinned)
         _, summary = self._summary_section(rooms.summary)
         _, recall = self._recall_section(query, _recall_room(rooms))
         return system + pinned + facts + summary + recall + self._hot_tokens() + extra + REPLY_PRIMING
@@ -746,15 +890,18 @@ class Memory:
         units = group_units(self._hot)
         names = tool_names(units)
         rendered = [r for u in units for r in self._render_unit(u, names)]
-        pinned, pinned_t = self._pinned_section()
-        facts, facts_t = self._facts_section(query, rooms.facts)
+        pinned, pinned_t = self._pinned_section(query, rooms.pinned)
+        facts, facts_t = self._facts_section(query, rooms.facts, rooms.pinned)
         summary, summary_t = self._summary_section(rooms.summary)
         budget = self.settings.budget_tokens
         base = (sum(m.tokens for m in self._system) + pinned_t + facts_t + summary_t + sum(t for _, t in rendered)
-                + (self.counter.count_message(query_msg) if query_msg else 0) + REPLY_PRIMING)
+                + (self.counter.count_message(query_msg) if query_msg else 0) + REPLY_PRIMING + self._tools_tokens)
         notice = None
-        if self.settings.pressure_notice and base > budget * self.settings.warning_threshold:
-            notice = pressure_message(base / budget)
+        # pressure is measured against the room paging works in (the budget less the recall
+        # reserve), so the notice comes before a demotion, whatever recall adds afterwards
+        paged = budget * (1.0 - (self.settings.recall_reserve if self.settings.auto_recall else 0.0))
+        if self.settings.pressure_notice and base > paged * self.settings.warning_threshold:
+            notice = pressure_message(min(1.0, base / paged))
             if base + self.counter.count_message(notice) > budget:
                 notice = None
         room = budget - base - (self.counter.count_message(notice) if notice else 0)
@@ -778,6 +925,7 @@ class Memory:
         sections. Recalled memory never causes paging: it fills the room left at the end.
         When the prompt must shrink, relevant facts give way first, then the summary."""
         s = self.settings
+        extra += self._tools_tokens
         self._finish_pending(wait=False)
         rooms = _Rooms(recall=0)
         total = self._total(extra, query, rooms)
@@ -810,13 +958,18 @@ class Memory:
             _, summary = self._summary_section(None)
             rooms = _Rooms(recall=0, facts=0, summary=max(0, summary - (total - s.budget_tokens)))
             total = self._total(extra, query, rooms)
+        if total > s.budget_tokens:  # automatic pins give way too; explicit ones never do
+            _, pinned = self._pinned_section(query, None)
+            rooms = replace(rooms, pinned=max(0, pinned - (total - s.budget_tokens)))
+            total = self._total(extra, query, rooms)
         if total > s.budget_tokens:
             if strict:
                 system = sum(m.tokens for m in self._system)
-                pinned = self._pinned_section()[1]
+                pinned = self._pinned_section(query, rooms.pinned)[1]
                 raise BudgetExceeded(
                     total, s.budget_tokens,
-                    f"system {system}, pinned {pinned}, hot tier that guards keep {self._hot_tokens()}",
+                    f"system {system}, explicit pins {pinned}, tool schemas {self._tools_tokens}, "
+                    f"hot tier that guards keep {self._hot_tokens()}",
                 )
             return rooms
         return replace(rooms, recall=None if strict else 0, recall_room=s.budget_tokens - total)
@@ -837,8 +990,10 @@ class Memory:
                 self._compacted.discard(mid)
             return now - after
 
+        # a result the assistant is still acting on (it quoted it in its last turns) keeps its full text
         ids = find_soft_compactions(units, tokens_to_free=tokens_to_free, keep_recent_units=self.settings.keep_recent_units,
-                                    already=self._compacted, saving=saving)
+                                    already=self._compacted, saving=saving,
+                                    protected=lambda i: self._references(units[i], GuardContext(units, i)) >= Verdict.HOLD)
         if not ids:
             return
         start = time.perf_counter()
@@ -911,9 +1066,11 @@ class Memory:
             self._finish_pending(wait=True)
         units = group_units(self._hot)
         cut = find_cut_point(units, target_tokens=target, guard=guard or self.guard, unit_tokens=self._unit_tokens,
-                             known=self.cold.knows)
+                             known=self.cold.knows, hold_limit=self.settings.hot_target_tokens // 2)
         if cut.empty:
             return False
+        if guard is None and sum(self._unit_tokens(u) for u in cut.demote) < _MIN_DEMOTION_TOKENS and not cut.pin:
+            return False  # a summary line costs about what a crumb frees; wait until there is more to move
         before = self._total(0, None, _Rooms())
         if self.settings.background_compaction and guard is None:
             self._pending = self._executor().submit(self._plan_demotion, cut, units, before)
@@ -966,16 +1123,16 @@ class Memory:
         if old_text:
             sources.append((old_text, (), through))
         cands += identifier_facts(sources, new_text, known)
-        return _DemotionPlan(cut=cut, moved=sum(len(u.messages) for u in units[: cut.index]), segment=segment,
+        return _DemotionPlan(cut=cut, segment=segment,
                              pinned=pinned, text=text, kind=kind, summarizer=summarizer, extractor=extractor,
                              through=through, old_summary=old_summary, candidates=cands, invalidations=invs,
                              tokens_before=before, started=start)
 
     def _apply_demotion(self, p: _DemotionPlan) -> None:
         """Move the planned units out of the hot tier and write the demotion in one transaction."""
-        removed = {m.id for m in self._hot[: p.moved]}
+        removed = p.cut.ids
         compacted_before = set(self._compacted)
-        self._hot = self._hot[p.moved :]
+        self._hot = [m for m in self._hot if m.id not in removed]
         self._compacted -= removed
         self._pinned = sorted(self._pinned + p.pinned, key=lambda m: m.seq)
         if p.text is not None:
@@ -1032,7 +1189,6 @@ class _DemotionPlan:
     """A demotion decided and prepared, not yet applied."""
 
     cut: CutPoint
-    moved: int  # messages leaving the hot tier, from its oldest end
     segment: list[Message]
     pinned: list[Message]
     text: str | None
@@ -1054,6 +1210,7 @@ class _Rooms:
     recall: int | None = None
     facts: int | None = None
     summary: int | None = None
+    pinned: int | None = None  # room of the automatic pins
     recall_room: int = 0  # tokens left for recalled memory once everything else is placed
 
 

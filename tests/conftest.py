@@ -13,8 +13,19 @@ from memos import Memory
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 MODEL_DIR = SHARED / "models" / "all-MiniLM-L6-v2" / "onnx"
+DATA_DIR = SHARED / "data"
 # The real ONNX model from ../shared (no network here); tests never download anything.
 os.environ.setdefault("MEMOS_EMBEDDING_MODEL_DIR", str(MODEL_DIR))
+HAVE_MODEL = (Path(os.environ["MEMOS_EMBEDDING_MODEL_DIR"]) / "model.onnx").is_file() or (
+    Path(os.environ["MEMOS_EMBEDDING_MODEL_DIR"]) / "onnx" / "model.onnx").is_file()
+needs_model = pytest.mark.skipif(
+    not HAVE_MODEL,
+    reason=f"needs the all-MiniLM-L6-v2 ONNX model: set MEMOS_EMBEDDING_MODEL_DIR to its folder "
+           f"(looked in {os.environ['MEMOS_EMBEDDING_MODEL_DIR']})",
+)
+needs_data = pytest.mark.skipif(
+    not DATA_DIR.is_dir(), reason=f"needs the benchmark data in {DATA_DIR} (the shared folder beside the checkout)"
+)
 
 
 def user(text: str) -> dict[str, Any]:
@@ -78,6 +89,7 @@ def make_memory(store: str) -> Iterator[Callable[..., Memory]]:
 
     def make(**kwargs: Any) -> Memory:
         kwargs.setdefault("store", store)
+        kwargs.setdefault("tools", [])  # these sessions' requests carry no tool schemas unless a test says so
         mem = Memory(kwargs.pop("session", "s1"), **kwargs)
         opened.append(mem)
         return mem

@@ -98,7 +98,7 @@ def test_rollback_refuses_another_sessions_event(make_memory):
 
 
 def test_inspect_json_shows_the_tiers_and_the_compaction_log(store, capsys):
-    mem = Memory("trip", user="ana", store=store, budget=900)
+    mem = Memory("trip", user="ana", store=store, budget=900, tools=[])
     mem.add(user("Never call me before 9am."))
     _ingest(mem, 16)
     mem.flush()

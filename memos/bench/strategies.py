@@ -254,7 +254,7 @@ class MemosStrategy:
         if not self.flushed:
             self.memory.flush()  # every archived vector written before it is asked
             self.flushed = True
-        return self.memory.context(query=query)
+        return self.memory.context(query=query, tools=[])  # the baselines send no tools either
 
     def close(self) -> None:
         self.memory.close()

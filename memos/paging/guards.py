@@ -3,6 +3,7 @@
 A guard is called with a unit and a :class:`GuardContext` and answers a :class:`Verdict`:
 
 - ``EVICT``: the unit may be demoted (summarised, and later archived),
+- ``HOLD``: the unit stays hot for now, but the cut may pass it and take newer units,
 - ``PIN``: the unit may leave the hot tier but must stay visible in every context,
 - ``KEEP``: the unit stays hot, and the cut point may not pass it.
 
@@ -18,6 +19,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
+from ..patterns import find_identifiers
+from ..text.rules import default_detector
+from ..text.sentences import split_sentences
 from ..tiers.hot import Unit
 
 __all__ = [
@@ -29,12 +33,15 @@ __all__ = [
     "Guard",
     "PinGuard",
     "RecencyGuard",
+    "ReferenceGuard",
     "ToolChainGuard",
     "Verdict",
     "as_guard",
     "default_guard",
     "extract_constraints",
     "is_constraint",
+    "is_promise",
+    "references",
     "split_sentences",
 ]
 
@@ -43,8 +50,9 @@ class Verdict(IntEnum):
     """What a guard allows for a unit; a larger value is stricter."""
 
     EVICT = 0
-    PIN = 1
-    KEEP = 2
+    HOLD = 1
+    PIN = 2
+    KEEP = 3
 
 
 def _nothing_known(text: str) -> bool:
@@ -154,6 +162,62 @@ class ToolChainGuard(Guard):
         return Verdict.KEEP if unit.in_flight else Verdict.EVICT
 
 
+_TIME = re.compile(r"(?<![\d:])\d{1,2}:\d{2}(?![\d:])")
+# the assistant's own open commitments: "I'll book the 9:40 one once you confirm", "我会在你确认后预订"
+_PROMISE = re.compile(r"\b(?:i'll|i will|shall i|once you|when you confirm|as soon as you|if you confirm)\b"
+                      r"|我会|我来|等你确认|你确认后|确认之后", re.IGNORECASE)
+
+
+def references(text: str) -> set[str]:
+    """What a message points at that an older message may hold: identifiers and clock times."""
+    return set(find_identifiers(text)) | set(_TIME.findall(text))
+
+
+class ReferenceGuard(Guard):
+    """What the assistant referred to in its last ``turns`` messages is held hot (``HOLD``:
+    newer units may still be demoted around it): a unit holding
+    an identifier or a time the assistant quoted since (a tool result it is acting on), and an
+    assistant message among those turns that makes a promise ("I'll book the 9:40 one once you
+    confirm"). When the budget cannot be met otherwise the pager lets it go, and the
+    identifiers it held are carried into the summary or the facts (the identifier net)."""
+
+    def __init__(self, turns: int = 3) -> None:
+        if turns < 1:
+            raise ValueError("ReferenceGuard needs turns >= 1")
+        self.turns = turns
+
+    def __call__(self, unit: Unit, ctx: GuardContext) -> Verdict:
+        recent: list[tuple[int, str]] = []
+        for j in range(len(ctx.units) - 1, ctx.index, -1):
+            for m in reversed(ctx.units[j].messages):
+                if m.role == "assistant":
+                    args = " ".join(c["function"]["arguments"] for c in m.data.get("tool_calls") or ())
+                    recent.append((j, f"{m.text} {args}"))
+            if len(recent) >= self.turns:
+                break
+        if len(recent) < self.turns and any(m.role == "assistant" and is_promise(m.text) for m in unit.messages):
+            return Verdict.HOLD
+        if not recent:
+            return Verdict.EVICT
+        quoted: set[str] = set()
+        for _, text in recent[: self.turns]:
+            quoted |= references(text)
+        if quoted:
+            body = " ".join(f"{m.text} " + " ".join(c["function"]["arguments"] for c in m.data.get("tool_calls") or ())
+                            for m in unit.messages)
+            if any(q in body for q in quoted):
+                return Verdict.HOLD
+        return Verdict.EVICT
+
+    def __repr__(self) -> str:
+        return f"ReferenceGuard({self.turns})"
+
+
+def is_promise(text: str) -> bool:
+    """Whether an assistant message commits to something still to be done."""
+    return bool(_PROMISE.search(text))
+
+
 class RecencyGuard(Guard):
     """The newest ``units`` units stay hot."""
 
@@ -176,46 +240,15 @@ class PinGuard(Guard):
         return Verdict.PIN if any(m.pinned for m in unit.messages) else Verdict.EVICT
 
 
-_VERBS = (r"(?:eat|drink|book|schedule|call|phone|text|email|send|use|want|suggest|recommend|share my|tell anyone|"
-          r"contact|fly|travel|buy|order|pay|reply|respond|answer in|write in|speak|mention|include|"
-          r"drive|serve|cook|choose|sign|post|publish|delete|remove|cc|disclose|exceed|charge)")
-# Rules a user sets, not sentiment: "never book ...", "don't call ...", "always reply ...",
-# "you must ...", "no more than 3", "I'm allergic"; not "can't wait", "must have been", "I'll never forget".
-_EN_CONSTRAINT = re.compile(
-    rf"\b(?:never|don'?t|do not|doesn'?t|does not|won'?t|will not|mustn'?t|must not|cannot|can'?t|shouldn'?t|"
-    rf"should not|not allowed to|always|only ever)\s+(?:\w+\s+)?{_VERBS}\b"
-    rf"|\b(?:you|we|i|they|it)\s+must\b(?!\s*'?ve\b|\s+(?:really\s+)?(?:have|be|feel|look|sound|seem|mean|admit|know|love|enjoy|miss|make|add|remind|think)\b)"
-    rf"|\b(?:at most|at least|no more than|not more than|no less than|up to|maximum of|minimum of)\s+[$€£¥]?\d"
-    rf"|\bno more than\s+(?:one|two|three|four|five|six|seven|eight|nine|ten)\b"
-    rf"|\b(?:i'?m|i am|is|are)\s+(?:allergic|intolerant)\b|\b(?:forbidden|under no circumstances|not allowed)\b"
-    rf"|\b(?:please|i|we)\s+(?:\w+\s+)?avoid\b|\blimit(?:ed)? to\s+[$€£¥]?\d",
-    re.IGNORECASE,
-)
-# "budget" constrains only when it comes with an amount: "my budget is $180", "budget of 200 euros".
-_EN_BUDGET = re.compile(r"\bbudget\b[^.?!]*\d|\d[^.?!]*\bbudget\b", re.IGNORECASE)
-_ZH_CONSTRAINT = re.compile(r"不要|别再|必须|只能|不超过|至少|最多|禁止|务必|不能|不可以|不允许|一定要|不吃|不喝|过敏|预算|千万")
-_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？；])\s*|\n+")
-
-
-def split_sentences(text: str) -> list[str]:
-    """Split text into sentences (English and Chinese punctuation, and line breaks)."""
-    return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
+def extract_constraints(text: str) -> list[str]:
+    """The sentences of ``text`` that state rules the user sets (constraints or preferences),
+    in order, as the shipped classifier (:mod:`memos.text.rules`) judges them."""
+    return [j.sentence for j in default_detector().rules(text)]
 
 
 def is_constraint(sentence: str) -> bool:
-    """Whether a sentence states a constraint ("never …", "at most …", "不要 …", …).
-
-    Questions are not constraints ("Can't you find another one?").
-    """
-    s = sentence.strip()
-    if s.endswith(("?", "？")):
-        return False
-    return bool(_EN_CONSTRAINT.search(s) or _EN_BUDGET.search(s) or _ZH_CONSTRAINT.search(s))
-
-
-def extract_constraints(text: str) -> list[str]:
-    """The sentences of ``text`` that state constraints, in order."""
-    return [s for s in split_sentences(text) if is_constraint(s)]
+    """Whether one sentence states a rule the user sets (see :func:`extract_constraints`)."""
+    return bool(extract_constraints(sentence))
 
 
 class ConstraintGuard(Guard):
@@ -223,7 +256,7 @@ class ConstraintGuard(Guard):
     already hold as a fact is pinned.
 
     ``detector`` maps a message text to its constraint sentences; by default
-    :func:`extract_constraints`, a rule-based detector for English and Chinese.
+    :func:`extract_constraints`, the shipped classifier (English and Chinese).
     """
 
     def __init__(self, detector: Callable[[str], list[str]] = extract_constraints, roles: Sequence[str] = ("user",)) -> None:
@@ -237,6 +270,8 @@ class ConstraintGuard(Guard):
         return Verdict.EVICT
 
 
-def default_guard(keep_recent_units: int = 2) -> Guard:
-    """The guard memos uses unless given another: tool chains, pins, constraints, recency."""
-    return ToolChainGuard() & RecencyGuard(keep_recent_units) & PinGuard() & ConstraintGuard()
+def default_guard(keep_recent_units: int = 2, reference_turns: int = 3) -> Guard:
+    """The guard memos uses unless given another: tool chains, pins, constraints, recency,
+    and what the assistant referred to in its last turns."""
+    return (ToolChainGuard() & RecencyGuard(keep_recent_units) & PinGuard() & ConstraintGuard()
+            & ReferenceGuard(reference_turns))

@@ -8,13 +8,13 @@ are not all answered is *in flight*.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..messages import Message
 
-__all__ = ["Unit", "group_units", "placeholder", "render_text"]
+__all__ = ["Unit", "clip_json", "group_units", "placeholder", "render_text"]
 
 
 @dataclass(frozen=True)
@@ -113,3 +113,46 @@ def _content_text(data: dict[str, Any]) -> str:
         for p in content
         if isinstance(p, dict)
     )
+
+
+_SHRINK_STEPS = ((400, 40), (200, 20), (100, 10), (60, 5), (30, 3), (15, 2), (8, 1))
+
+
+def clip_json(text: str, max_tokens: int, count: Callable[[str], int], note: str) -> str | None:
+    """``text`` (a JSON object or array) cut to about ``max_tokens`` tokens and still valid
+    JSON: long strings are shortened, long arrays keep their first items, and ``note`` (where
+    the full text is) is added under ``"_memos"`` (or as the last item of an array). None when
+    ``text`` is not a JSON object or array."""
+    try:
+        value = json.loads(text)
+    except (ValueError, TypeError):
+        return None
+    if not isinstance(value, (dict, list)):
+        return None
+
+    def shrink(v: Any, chars: int, items: int) -> Any:
+        if isinstance(v, str):
+            return v if len(v) <= chars else v[:chars] + "…"
+        if isinstance(v, list):
+            kept = [shrink(x, chars, items) for x in v[:items]]
+            return kept + ([f"… {len(v) - items} more"] if len(v) > items else [])
+        if isinstance(v, dict):
+            keys = list(v)[: max(items, 8)]
+            out = {k: shrink(v[k], chars, items) for k in keys}
+            if len(v) > len(keys):
+                out["…"] = f"{len(v) - len(keys)} more fields"
+            return out
+        return v
+
+    def dump(v: Any) -> str:
+        if isinstance(v, dict):
+            v = {"_memos": note, **v}
+        else:
+            v = [*v, {"_memos": note}]
+        return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
+
+    for chars, items in _SHRINK_STEPS:
+        out = dump(shrink(value, chars, items))
+        if count(out) <= max_tokens:
+            return out
+    return json.dumps({"_memos": note}, ensure_ascii=False)

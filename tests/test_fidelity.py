@@ -1,0 +1,229 @@
+"""Fidelity: rules stay in the prompt (within the pinned cap), the prompt never fails because
+of automatic pins, the budget covers the tool schemas, results stay valid JSON, the agent's
+references stay hot, corrections supersede across kinds."""
+
+from __future__ import annotations
+
+import json
+import random
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memos import Memory, MemosSettings, PinLimitExceeded
+from memos.paging.context import PINNED_HEADER, PRESSURE_HEADER, find_orphans
+from tests.conftest import assistant, user
+from tests.test_rules import load_corpus
+
+CORPUS = load_corpus()
+TEST_RULES = {lang: [r["text"] for r in CORPUS if r["split"] == "test" and r["lang"] == lang and r["label"] != "none"]
+              for lang in ("en", "zh")}
+CHATTY = ["We must have spent it all by the second day.", "At most 3 stayed until the end.",
+          "我们最多玩了三个小时。", "I never thought I'd enjoy opera this much.", "不要紧，我已经找到了。",
+          "At least 20 people came to the party.", "My budget last year was 3000 and it went fast."]
+FILLER = ["What's the weather like in Porto this week?", "Thanks, that helps.", "帮我看看明天的天气。",
+          "Can you compare the two hotels we saw?", "好的，谢谢。", "Tell me more about the second option."]
+
+
+def text_of(ctx) -> str:
+    return json.dumps(ctx, ensure_ascii=False)
+
+
+def test_chatty_session_at_a_small_budget_never_fails_and_the_pinned_section_stays_capped(make_memory):
+    mem = make_memory(budget=1024)
+    rng = random.Random(3)
+    for i in range(120):
+        mem.add(user(rng.choice(CHATTY) + f" ({i})"))
+        mem.add(assistant("Ha, I see."))
+        ctx = mem.context()  # must never raise
+        assert mem.counter.count_messages(ctx) <= 1024
+        pinned = [m for m in ctx if PINNED_HEADER in str(m.get("content"))]
+        if pinned:
+            assert mem.counter.count_message(pinned[0]) <= mem.settings.pinned_max_tokens
+
+
+def test_rules_past_the_cap_stay_facts_and_the_agent_is_told(make_memory):
+    mem = make_memory(budget=1024)
+    rules = TEST_RULES["en"][:40]
+    for r in rules:
+        mem.add(user(r))
+        mem.add(assistant("Noted."))
+    pinned = next(m["content"] for m in mem.context() if PINNED_HEADER in str(m.get("content")))
+    assert "more stated rule(s), kept as facts" in pinned
+    shown = [r for r in rules if r in pinned]
+    assert 0 < len(shown) < len(rules)
+    hidden = next(r for r in rules if r not in pinned)
+    assert any(hidden in f.value for f in mem.facts())  # stored, findable
+    assert any(hidden in h.text for h in mem.retrieve(hidden, top_k=10))
+
+
+def test_the_rule_most_relevant_to_the_question_is_shown_first(make_memory):
+    mem = make_memory(budget=700)
+    for r in TEST_RULES["en"][:30]:
+        mem.add([user(r), assistant("Noted.")])
+    mem.add([user("I'm allergic to sesame, check every menu."), assistant("Noted.")])
+    for r in TEST_RULES["en"][30:45]:
+        mem.add([user(r), assistant("Noted.")])
+    ctx = mem.context(query="Which dishes on this menu have sesame in them?")
+    pinned = next(m["content"] for m in ctx if PINNED_HEADER in str(m.get("content")))
+    assert "allergic to sesame" in pinned
+
+
+def test_explicit_pins_over_the_cap_are_refused_at_pin_time(make_memory):
+    mem = make_memory(budget=600)  # cap: 90 tokens
+    mem.pin(text="Reply in British English.")
+    with pytest.raises(PinLimitExceeded, match="pinned section's cap"):
+        for i in range(20):
+            mem.pin(text=f"Rule number {i}: never book anything on the {i}th floor of any hotel, ever.")
+    assert mem.counter.count_messages(mem.context()) <= 600  # what was pinned still fits
+    result = json.loads(mem.handle_tool_call({"id": "c1", "type": "function", "function": {
+        "name": "pin", "arguments": json.dumps({"text": "Also never book rooms facing the street or above a bar or a club, "
+                                                "whatever the price and whatever the hotel says about its windows."})}})["content"])
+    assert result["status"] == "error" and "cap" in result["error"]
+
+
+def test_pin_text_and_the_same_sentence_said_later_are_one_rule(make_memory):
+    mem = make_memory(budget=2000)
+    fact = mem.pin(text="Book economy class only.")
+    mem.add(user("Book economy class only."))
+    rows = [f for f in mem.facts() if "economy class only" in f.value.lower()]
+    assert [f.id for f in rows] == [fact.id] and rows[0].origin == "explicit"
+    auto = mem.facts()  # and pinning a rule the classifier already pinned makes it explicit
+    mem.add(user("Never book anything with Ryanair."))
+    ryanair = next(f for f in mem.facts() if "Ryanair" in f.value)
+    assert ryanair.origin == "classifier" and ryanair.pinned
+    assert mem.pin(text="Never book anything with Ryanair.").id == ryanair.id
+    assert len(mem.facts()) == len(auto) + 1
+
+
+def test_a_corrected_address_supersedes_the_old_one_whatever_kind_held_it(make_memory):
+    mem = make_memory(budget=3000)
+    mem.add(user("My address is 14 Rua Augusta, 1100-053 Lisbon."))
+    mem.add(assistant("Thanks."))
+    mem.add(user("The address was wrong, use 42 Rua do Ouro, 1100-060 Lisbon."))
+    current = [f for f in mem.facts() if f.key == "address"]
+    assert len(current) == 1 and "42 Rua do Ouro" in current[0].value
+    history = [f for f in mem.facts(include_history=True) if f.key == "address"]
+    assert any("14 Rua Augusta" in f.value and f.status == "superseded" for f in history)
+    ctx = mem.context(query="what is my address for the delivery?")
+    facts_section = " ".join(str(m["content"]) for m in ctx if str(m.get("content")).startswith("[memory: facts]"))
+    assert "42 Rua do Ouro" in facts_section and "14 Rua Augusta" not in facts_section
+
+
+def test_budget_counts_memos_own_tools_by_default_and_the_tools_given(store):
+    with Memory("t", store=store, budget=1200) as mem:
+        for i in range(40):
+            mem.add([user(f"Question {i} about the trip to Lisbon and the hotels there. " * 3), assistant("Answer. " * 20)])
+        own = mem.counter.count_tools(mem.tools())
+        assert mem.counter.count_messages(mem.context()) + own <= 1200
+        mine = mem.tools() + [{"type": "function", "function": {"name": "search_hotels", "description": "Find hotels. " * 30,
+                                                                 "parameters": {"type": "object", "properties": {}}}}]
+        ctx = mem.context(tools=mine)
+        assert mem.counter.count_messages(ctx) + mem.counter.count_tools(mine) <= 1200
+        assert mem.counter.count_messages(mem.context(tools=[])) > mem.counter.count_messages(ctx)
+        with pytest.raises(ValueError, match="tools must be a list"):
+            mem.context(tools="search")  # type: ignore[arg-type]
+
+
+def test_a_large_retrieve_result_is_clipped_as_valid_json(make_memory):
+    mem = make_memory(budget=1024)
+    for i in range(60):
+        mem.add([user(f"Note {i}: the locker code at gym {i} is {4000 + i}. " + "Some more words about it. " * 8),
+                 assistant(f"Saved locker {4000 + i}.")])
+    call = {"id": "r1", "type": "function", "function": {"name": "retrieve", "arguments": json.dumps(
+        {"query": "locker code", "top_k": 20, "since": None, "until": None, "kind": None, "page": None})}}
+    mem.add({"role": "assistant", "content": None, "tool_calls": [call]})
+    mem.add(mem.handle_tool_call(call))
+    ctx = mem.context()
+    tool = next(m for m in ctx if m["role"] == "tool")
+    data = json.loads(tool["content"])  # still JSON
+    assert data["status"] == "ok" and "_memos" in data and "clipped" in data["_memos"]
+    assert mem.counter.count_messages(ctx) <= 1024
+
+
+def test_pressure_notice_appears_with_default_settings_before_a_demotion(make_memory):
+    mem = make_memory(budget=2048)
+    seen = False
+    for i in range(40):
+        mem.add([user(f"Tell me about district {i} of Lisbon, its food and its sights. " * 2), assistant("It is lovely. " * 15)])
+        ctx = mem.context()
+        seen |= any(PRESSURE_HEADER in str(m.get("content")) for m in ctx)
+        if mem.stats().demotions:
+            break
+    assert seen and mem.stats().demotions
+
+
+def test_the_agent_returns_to_a_result_from_ten_turns_back(make_memory):
+    mem = make_memory(budget=1600)
+    call = {"id": "f1", "type": "function", "function": {"name": "search_flights", "arguments": '{"to": "Paris"}'}}
+    result = json.dumps({"flights": [{"code": "TP1234", "departs": "09:40", "price": 212, "seat": "14C"},
+                                     {"code": "AF5678", "departs": "13:05", "price": 180, "seat": "22A"}]})
+    mem.add([user("Find me flights to Paris on Friday."), {"role": "assistant", "content": None, "tool_calls": [call]},
+             {"role": "tool", "tool_call_id": "f1", "content": result},
+             assistant("TP1234 leaves at 09:40 for 212 euros. I'll book the 09:40 one once you confirm.")])
+    for i in range(10):
+        mem.add([user(f"Meanwhile, what should I see in district {i}? Tell me about its museums and food. " * 2),
+                 assistant(f"District {i} has fine museums and food. " * 8)])
+    mem.add(user("OK, go ahead with the flight."))
+    mem.add(assistant("Booking TP1234, departing 09:40, seat 14C, as discussed."))
+    ctx = mem.context()
+    assert mem.stats().demotions > 0 and find_orphans(ctx) == []
+    tool = [m for m in ctx if m["role"] == "tool" and m["tool_call_id"] == "f1"]
+    recalled = " ".join(str(m["content"]) for m in ctx if str(m.get("content")).startswith("[memory: recalled]"))
+    # the result is hot, or back verbatim as recalled memory: seat and price with it
+    assert (tool and json.loads(tool[0]["content"])["flights"][0]["seat"] == "14C") or (
+        '"seat": "14C"' in recalled and '"price": 212' in recalled), recalled
+
+
+def test_a_result_the_assistant_keeps_quoting_stays_hot_while_newer_turns_are_demoted(make_memory):
+    mem = make_memory(budget=1600)
+    call = {"id": "f1", "type": "function", "function": {"name": "search_flights", "arguments": '{"to": "Paris"}'}}
+    mem.add([user("Find me flights to Paris on Friday."), {"role": "assistant", "content": None, "tool_calls": [call]},
+             {"role": "tool", "tool_call_id": "f1", "content": json.dumps({"code": "TP1234", "departs": "09:40", "seat": "14C"})}])
+    for i in range(12):
+        mem.add([user(f"And what about district {i}? Tell me about its museums and its food. " * 2),
+                 assistant(f"District {i} is lovely. Your flight TP1234 still leaves at 09:40. " + "More words. " * 10)])
+    ctx = mem.context()
+    assert mem.stats().demotions > 0
+    assert any(m["role"] == "tool" and m["tool_call_id"] == "f1" and "14C" in m["content"] for m in ctx)
+    # newer turns than the held result went to the summary around it
+    assert not any(m["role"] == "user" and "district 0?" in m["content"] for m in ctx)
+
+
+@st.composite
+def rule_sessions(draw):
+    lang = draw(st.sampled_from(["en", "zh"]))
+    rules = draw(st.lists(st.sampled_from(TEST_RULES[lang]), min_size=1, max_size=6, unique=True))
+    gaps = draw(st.lists(st.integers(0, 12), min_size=len(rules), max_size=len(rules)))
+    budget = draw(st.integers(1200, 4096))
+    return rules, gaps, budget, draw(st.integers(0, 1000))
+
+
+@settings(max_examples=int(__import__("os").environ.get("MEMOS_HYPOTHESIS_EXAMPLES", "25")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(case=rule_sessions())
+def test_rules_from_the_held_back_split_stay_in_every_later_prompt(case):
+    rules, gaps, budget, seed = case
+    rng = random.Random(seed)
+    detected = []
+    with tempfile.TemporaryDirectory() as d:
+        mem = Memory("rules", store=str(Path(d) / "m.db"), settings=MemosSettings(budget_tokens=budget, background_indexing=False))
+        try:
+            for rule, gap in zip(rules, gaps, strict=True):
+                mem.add([user(rule), assistant("Understood.")])
+                if any(f.value == rule and f.pinned for f in mem.facts()):
+                    detected.append(rule)
+                for _ in range(gap):
+                    mem.add([user(rng.choice(FILLER) + " " + "More detail. " * rng.randint(0, 30)),
+                             assistant("Here is what I found. " * rng.randint(1, 20))])
+                    ctx = mem.context()  # never raises
+                    assert mem.counter.count_messages(ctx) + mem.counter.count_tools(mem.tools()) <= budget
+                    pinned = next((m["content"] for m in ctx if PINNED_HEADER in str(m.get("content"))), "")
+                    # every rule the detector caught is shown (the cap holds them all at these sizes)
+                    for r in detected:
+                        assert r in pinned or r in text_of(ctx), r
+        finally:
+            mem.close()
