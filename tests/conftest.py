@@ -16,8 +16,8 @@ MODEL_DIR = SHARED / "models" / "all-MiniLM-L6-v2" / "onnx"
 DATA_DIR = SHARED / "data"
 # The real ONNX model from ../shared (no network here); tests never download anything.
 os.environ.setdefault("MEMOS_EMBEDDING_MODEL_DIR", str(MODEL_DIR))
-HAVE_MODEL = (Path(os.environ["MEMOS_EMBEDDING_MODEL_DIR"]) / "model.onnx").is_file() or (
-    Path(os.environ["MEMOS_EMBEDDING_MODEL_DIR"]) / "onnx" / "model.onnx").is_file()
+EMBEDDING_DIR = Path(os.environ["MEMOS_EMBEDDING_MODEL_DIR"])  # what the tests and memos use
+HAVE_MODEL = (EMBEDDING_DIR / "model.onnx").is_file() or (EMBEDDING_DIR / "onnx" / "model.onnx").is_file()
 needs_model = pytest.mark.skipif(
     not HAVE_MODEL,
     reason=f"needs the all-MiniLM-L6-v2 ONNX model: set MEMOS_EMBEDDING_MODEL_DIR to its folder "
