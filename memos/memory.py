@@ -172,13 +172,15 @@ class Memory:
         # newest unit hold: recency and custom KEEP rules give way.
         self._last_resort: Guard = ToolChainGuard() & RecencyGuard(1) & PinGuard() & ConstraintGuard()
         self.llm = llm if llm is not None else LLMConfig.from_env()
-        self._rules = RuleExtractor()
+        # user messages are read as they arrive, by a RuleExtractor: the one given as
+        # ``extractor``, else one whose rule detector is the LLM (when configured) or the classifier
+        self._rules = extractor if isinstance(extractor, RuleExtractor) else RuleExtractor()
         if self.llm is not None:
             client = make_client(self.llm)
+            if extractor is None:
+                self._rules = RuleExtractor(detector=LLMRuleJudge(self.llm, client))
             summarizer = summarizer or LLMSummarizer(self.llm, client)
             extractor = extractor or LLMFactExtractor(self.llm, client)
-            # user messages are read as they arrive: the LLM judges which sentences set rules
-            self._rules = RuleExtractor(detector=LLMRuleJudge(self.llm, client))
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer(self.counter)
         self.extractor: FactExtractor = extractor or RuleExtractor()
         self.cold = ColdTier(self.store.engine, namespace_key(self.namespace))

@@ -68,6 +68,7 @@ def _session_with_archive(mem: Memory) -> None:
     mem.flush()
 
 
+@needs_model
 def test_demoted_units_are_archived_and_reindex_gives_the_same_hits(store, tmp_path):
     mem = Memory("s", store=store, budget=1200)
     _session_with_archive(mem)
@@ -127,6 +128,7 @@ PARAPHRASES = [
 ]
 
 
+@needs_model
 def test_hybrid_beats_dense_0_55_and_keyword_0_60_with_0_90_hit_at_1(store):
     """20 labelled queries: exact order ids (keyword's strength) and paraphrases with no
     shared words (dense's strength). Measured hit@1: dense 0.55, keyword 0.60, hybrid 0.90."""

@@ -18,7 +18,7 @@ from memos import InvalidMessage, Memory, MemosSettings
 from memos.cli import main
 from memos.paging.context import RECALL_HEADER, find_orphans
 from memos.transfer import export_messages, import_messages
-from tests.conftest import POSTGRES, assistant, tool_chain, user
+from tests.conftest import POSTGRES, assistant, needs_model, tool_chain, user
 
 ROOT = Path(__file__).resolve().parents[1]
 KILLS = int(os.environ.get("MEMOS_KILL_ROUNDS", "50"))
@@ -97,6 +97,7 @@ def test_rollback_refuses_another_sessions_event(make_memory):
     assert ana.compactions()[0].rolled_back_by is None
 
 
+@needs_model
 def test_inspect_json_shows_the_tiers_and_the_compaction_log(store, capsys):
     mem = Memory("trip", user="ana", store=store, budget=900, tools=[])
     mem.add(user("Never call me before 9am."))

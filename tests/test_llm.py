@@ -186,7 +186,7 @@ def test_background_compaction_keeps_the_turn_going_and_the_context_valid(server
 def test_llm_fact_operations_become_cold_tier_changes(server, tmp_path):
     from memos.llm import LLMFactExtractor
     from memos.store import Store
-    from memos.tiers.cold import ColdTier, FactCandidate
+    from memos.tiers.cold import ColdTier, FactCandidate, fact_key
 
     cold = ColdTier(Store(tmp_path / "f.db").engine, "u/a/s")
     (addr,) = cold.apply([FactCandidate("identifier", "address", "1 Elm Road", single=True, source_seq=1)])
@@ -203,7 +203,8 @@ def test_llm_fact_operations_become_cold_tier_changes(server, tmp_path):
     assert [c.op.value for c in changes] == ["INVALIDATE", "UPDATE", "ADD"]
     current = {f.key: f for f in cold.facts()}
     assert current["address"].value == "9 Oak Street" and "tea" not in current
-    assert current["no calls"].pinned and current["no calls"].kind == "constraint"
+    rule = current[fact_key("constraint", "Never call after 8pm.")]  # a rule's key is its text, whoever stored it
+    assert rule.pinned and rule.kind == "constraint" and rule.origin == "llm"
     body = server.requests[-1]
     assert body["tool_choice"]["function"]["name"] == "record_facts" and body["temperature"] == 0
     assert f"[{addr.fact.id}] identifier address: 1 Elm Road" in body["messages"][1]["content"]
