@@ -197,7 +197,7 @@ class Memory:
         self._own_tools_tokens = self.counter.count_tools(TOOLS)
         self._default_tools_tokens = self._count_tools(tools)
         self._tools_tokens = self._default_tools_tokens  # the tools the last context() was told about
-        self._pinned_shown: tuple[Any, frozenset[int]] = ((), frozenset())
+        self._pinned_shown: dict[tuple[Any, ...], frozenset[int]] = {}  # fact ids each cached pinned section shows
         self._render_cache: dict[tuple[str, int, bool], tuple[dict[str, Any], int]] = {}
         self._section_cache: dict[tuple[Any, ...], tuple[dict[str, Any] | None, int]] = {}
         self._load()
@@ -653,11 +653,11 @@ class Memory:
         automatically, ranked by relevance to the latest user message (or ``query``), then by
         recency, within the section's cap (``room``, when smaller). Rules past the cap stay
         facts, shown in the facts section when relevant; a line tells the agent so."""
-        text = self._relevance_text(query)
-        key = ("pinned", self.cold.version, tuple((m.id, m.pinned) for m in self._pinned), text, room)
+        key = self._pinned_key(query, room)
         hit = self._section_cache.get(key)
         if hit is not None:
             return hit
+        text = self._relevance_text(query)
         cap = self.settings.pinned_max_tokens if room is None else min(room, self.settings.pinned_max_tokens)
         explicit, auto = self._pinned_lines()
         wanted = content_terms(text)
@@ -693,10 +693,16 @@ class Memory:
                 break
             taken.pop()
         shown.update(fid for _, fid in taken if fid is not None)
-        self._section_cache = {k: v for k, v in self._section_cache.items() if k[0] != "pinned"}
+        if len(self._pinned_shown) > 16:
+            self._section_cache = {k: v for k, v in self._section_cache.items() if k[0] != "pinned"}
+            self._pinned_shown.clear()
         self._section_cache[key] = out
-        self._pinned_shown = (key, frozenset(shown))
+        self._pinned_shown[key] = frozenset(shown)
         return out
+
+    def _pinned_key(self, query: str | None, room: int | None) -> tuple[Any, ...]:
+        return ("pinned", self.cold.version, tuple((m.id, m.pinned) for m in self._pinned),
+                self._relevance_text(query), room)
 
     def _pinned_lines(self) -> tuple[list[tuple[str, int | None]], list[tuple[str, int | None, int, float]]]:
         """Explicit pins (line, fact id) and automatic ones (line, fact id, seq, confidence),
@@ -735,8 +741,11 @@ class Memory:
 
     def _shown_pins(self, query: str | None, room: int | None) -> frozenset[int]:
         """Ids of the pinned facts the pinned section shows for this query."""
-        self._pinned_section(query, room)
-        return self._pinned_shown[1]
+        key = self._pinned_key(query, room)
+        if key not in self._pinned_shown:
+            self._section_cache.pop(key, None)
+            self._pinned_section(query, room)
+        return self._pinned_shown[key]
 
     def _fit_section(self, make: Callable[[Sequence[str]], dict[str, Any] | None], lines: list[str],
                      limit: int) -> tuple[dict[str, Any] | None, int]:
