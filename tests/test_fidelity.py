@@ -222,8 +222,9 @@ def test_rules_from_the_held_back_split_stay_in_every_later_prompt(case):
                     ctx = mem.context()  # never raises
                     assert mem.counter.count_messages(ctx) + mem.counter.count_tools(mem.tools()) <= budget
                     pinned = next((m["content"] for m in ctx if PINNED_HEADER in str(m.get("content"))), "")
-                    # every rule the detector caught is shown (the cap holds them all at these sizes)
+                    facts = " ".join(f.value for f in mem.facts())
+                    # every rule the detector caught is in the prompt, or past the cap: kept as a fact, the agent told
                     for r in detected:
-                        assert r in pinned or r in text_of(ctx), r
+                        assert r in text_of(ctx) or ("more stated rule(s)" in pinned and r in facts), r
         finally:
             mem.close()
