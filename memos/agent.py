@@ -51,7 +51,7 @@ def run_turn(
     result = TurnResult()
     all_tools = memory.tools() + list(tools)
     while result.steps < max_steps:
-        messages = memory.context()
+        messages = memory.context(tools=all_tools)  # the budget covers the messages and these schemas together
         result.prompt_tokens.append(memory.counter.count_messages(messages) + memory.counter.count_tools(all_tools))
         response = client.chat.completions.create(model=model, messages=messages, tools=all_tools, **create_kwargs)
         message = response.choices[0].message

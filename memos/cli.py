@@ -436,7 +436,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     chat.add_argument("--store", default=None, help="store path or SQLAlchemy URL (default MEMOS_STORE or ./memos.db)")
     chat.add_argument("--session", default="chat", help="session label (default chat)")
     chat.add_argument("--user", default="default", help="user label (default default)")
-    chat.add_argument("--budget", type=int, default=8192, help="prompt budget in tokens (default 8192)")
+    chat.add_argument("--budget", type=int, default=8192,
+                      help="prompt budget in tokens, tool schemas included (>= 1024; default 8192)")
     chat.add_argument("--max-steps", type=int, default=6, help="model calls per turn at most (default 6)")
     chat.add_argument("--llm-memory", action="store_true", help="let the same model write summaries and extract facts")
     chat.add_argument("--quiet", action="store_true", help="no banner")
@@ -489,8 +490,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "bench":
         return _bench(args)
     if args.command == "chat":
-        if args.budget < 512:
-            parser.error("--budget must be at least 512")
+        if args.budget < 1024:  # memos' tool schemas alone take 470 tokens of it
+            parser.error("--budget must be at least 1024")
         if args.max_steps < 1:
             parser.error("--max-steps must be at least 1")
         return _chat(args)

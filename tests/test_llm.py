@@ -126,6 +126,7 @@ def test_run_turn_executes_memory_tools_and_reports_other_calls(server, store):
     result = mem.run_turn(client, "test-model", "What was my boarding gate?")
     assert result.memory_calls == ["retrieve"] and result.steps == 2
     assert "B42" in result.reply and len(result.prompt_tokens) == 2
+    assert all(t <= 2000 for t in result.prompt_tokens)  # messages and tool schemas together
     plain = mem.run_turn(client, "test-model", "Thanks, book a taxi.")
     assert plain.reply == "OK: Thanks, book a taxi." and plain.steps == 1
     roles = [m.role for m in mem.history()]
