@@ -668,7 +668,7 @@ class Memory:
         lines = [line for line, _ in explicit]
         shown = {fid for _, fid in explicit if fid is not None}
         used = self.counter.count_message(pinned_message(lines or ["x"]) or {})
-        chosen: list[set[str]] = []
+        chosen: list[frozenset[str]] = []
         distinct, later = [], []
         for entry in ranked:
             terms = content_terms(entry[0])

@@ -13,6 +13,7 @@ two, ``a | b`` the more lenient. Plain callables with the same signature work to
 
 from __future__ import annotations
 
+import functools
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -168,9 +169,10 @@ _PROMISE = re.compile(r"\b(?:i'll|i will|shall i|once you|when you confirm|as so
                       r"|我会|我来|等你确认|你确认后|确认之后", re.IGNORECASE)
 
 
-def references(text: str) -> set[str]:
+@functools.lru_cache(maxsize=4096)
+def references(text: str) -> frozenset[str]:
     """What a message points at that an older message may hold: identifiers and clock times."""
-    return set(find_identifiers(text)) | set(_TIME.findall(text))
+    return frozenset(find_identifiers(text)) | frozenset(_TIME.findall(text))
 
 
 class ReferenceGuard(Guard):

@@ -22,6 +22,7 @@ or ``none``), a score in [0, 1] and who judged.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -195,6 +196,9 @@ class RuleClassifier:
         self.rule_bias: float = float(model["rule"]["bias"])
         self.kind_weights: dict[str, float] = model["kind"]["weights"]
         self.kind_bias: float = float(model["kind"]["bias"])
+        # a sentence is judged again and again (guards walk the hot tier, summaries re-score
+        # their lines): each text's probabilities are computed once
+        self._probabilities = functools.lru_cache(maxsize=16384)(self._compute)
         self.threshold = float(model["threshold"] if threshold is None else threshold)
         self.long_message_threshold = max(self.threshold, float(long_message_threshold))
         if not 0.0 < self.threshold < 1.0 or not self.long_message_threshold < 1.0:
@@ -204,23 +208,24 @@ class RuleClassifier:
     def _logit(weights: dict[str, float], bias: float, feats: dict[str, float]) -> float:
         return bias + sum(weights.get(k, 0.0) * v for k, v in feats.items())
 
+    def _compute(self, sentence: str) -> tuple[float, str]:
+        feats = features(sentence)
+        z = self._logit(self.rule_weights, self.rule_bias, feats)
+        p = 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
+        kind = "preference" if self._logit(self.kind_weights, self.kind_bias, feats) > 0 else "constraint"
+        return p, kind
+
     def score(self, sentence: str) -> float:
         """Probability that ``sentence`` states a rule."""
-        z = self._logit(self.rule_weights, self.rule_bias, features(sentence))
-        return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
+        return self._probabilities(sentence)[0]
 
     def judge(self, sentences: Sequence[str]) -> list[RuleJudgement]:
         """One judgement per sentence of one message."""
         out = []
         bar = self.long_message_threshold if len(sentences) > 2 else self.threshold
         for s in sentences:
-            feats = features(s)
-            z = self._logit(self.rule_weights, self.rule_bias, feats)
-            p = 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
-            kind = "none"
-            if p >= bar:
-                kind = "preference" if self._logit(self.kind_weights, self.kind_bias, feats) > 0 else "constraint"
-            out.append(RuleJudgement(s, kind, round(p, 4), self.name))
+            p, kind = self._probabilities(s)
+            out.append(RuleJudgement(s, kind if p >= bar else "none", round(p, 4), self.name))
         return out
 
     def rules(self, text: str) -> list[RuleJudgement]:

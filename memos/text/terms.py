@@ -3,6 +3,7 @@ Chinese (which has no spaces), every two-character window of a run of Han charac
 
 from __future__ import annotations
 
+import functools
 import re
 
 __all__ = ["STOP_WORDS", "content_terms"]
@@ -17,7 +18,8 @@ STOP_WORDS = frozenset({
 })
 
 
-def content_terms(text: str) -> set[str]:
+@functools.lru_cache(maxsize=8192)
+def content_terms(text: str) -> frozenset[str]:
     """Lower-cased words of three or more characters that are not stop words, and the
     character bigrams of Chinese runs."""
     out: set[str] = set()
@@ -27,4 +29,4 @@ def content_terms(text: str) -> set[str]:
             out.update(w[i : i + 2] for i in range(max(1, len(w) - 1)))
         elif len(w) >= 3 and w not in STOP_WORDS:
             out.add(w)
-    return out
+    return frozenset(out)
