@@ -213,5 +213,4 @@ def identifier_facts(
 
 def message_source(m: Message) -> tuple[str, tuple[str, ...], int]:
     """A message as a source for :func:`identifier_facts`: its text with its tool-call arguments."""
-    args = " ".join(c["function"]["arguments"] for c in m.data.get("tool_calls") or ())
-    return (m.text + (" " + args if args else ""), (m.id,), m.seq)
+    return (m.text_and_calls, (m.id,), m.seq)

@@ -195,6 +195,7 @@ class Memory:
         self._pending: Future[_DemotionPlan] | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._own_tools_tokens = self.counter.count_tools(TOOLS)
+        self._default_tools_tokens = self._own_tools_tokens
         self._default_tools_tokens = self._count_tools(tools)
         self._tools_tokens = self._default_tools_tokens  # the tools the last context() was told about
         self._pinned_shown: dict[tuple[Any, ...], frozenset[int]] = {}  # fact ids each cached pinned section shows
@@ -315,7 +316,7 @@ class Memory:
 
     def _count_tools(self, tools: Sequence[dict[str, Any]] | None) -> int:
         if tools is None:
-            return getattr(self, "_default_tools_tokens", self._own_tools_tokens)
+            return self._default_tools_tokens
         if not isinstance(tools, (list, tuple)) or not all(isinstance(t, dict) for t in tools):
             raise ValueError("tools must be a list of function schemas (dicts), as sent in the request")
         return self.counter.count_tools(tools)
@@ -829,7 +830,7 @@ class Memory:
             return []
         quoted: set[str] = set()
         for m in recent:
-            quoted |= references(m.text + " " + " ".join(c["function"]["arguments"] for c in m.data.get("tool_calls") or ()))
+            quoted |= references(m.text_and_calls)
         others = " ".join(m.text for m in self._hot if m.role != "assistant")
         hits: list[Hit] = []
         for ref in sorted(r for r in quoted if r not in others)[:4]:

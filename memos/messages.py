@@ -52,6 +52,12 @@ class Message:
         return message_text(self.data)
 
     @property
+    def text_and_calls(self) -> str:
+        """The message's text with the arguments of the tool calls it makes (what it quotes)."""
+        args = " ".join(c["function"]["arguments"] for c in self.data.get("tool_calls") or ())
+        return f"{self.text} {args}" if args else self.text
+
+    @property
     def tool_call_ids(self) -> tuple[str, ...]:
         """Ids of the tool calls an assistant message makes (empty otherwise)."""
         return tuple(c["id"] for c in self.data.get("tool_calls") or ())

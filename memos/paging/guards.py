@@ -189,12 +189,9 @@ class ReferenceGuard(Guard):
         self.turns = turns
 
     def __call__(self, unit: Unit, ctx: GuardContext) -> Verdict:
-        recent: list[tuple[int, str]] = []
+        recent: list[str] = []
         for j in range(len(ctx.units) - 1, ctx.index, -1):
-            for m in reversed(ctx.units[j].messages):
-                if m.role == "assistant":
-                    args = " ".join(c["function"]["arguments"] for c in m.data.get("tool_calls") or ())
-                    recent.append((j, f"{m.text} {args}"))
+            recent += [m.text_and_calls for m in reversed(ctx.units[j].messages) if m.role == "assistant"]
             if len(recent) >= self.turns:
                 break
         if len(recent) < self.turns and any(m.role == "assistant" and is_promise(m.text) for m in unit.messages):
@@ -202,11 +199,10 @@ class ReferenceGuard(Guard):
         if not recent:
             return Verdict.EVICT
         quoted: set[str] = set()
-        for _, text in recent[: self.turns]:
+        for text in recent[: self.turns]:
             quoted |= references(text)
         if quoted:
-            body = " ".join(f"{m.text} " + " ".join(c["function"]["arguments"] for c in m.data.get("tool_calls") or ())
-                            for m in unit.messages)
+            body = " ".join(m.text_and_calls for m in unit.messages)
             if any(q in body for q in quoted):
                 return Verdict.HOLD
         return Verdict.EVICT
