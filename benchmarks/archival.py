@@ -62,7 +62,7 @@ def run_size(n: int, queries: int, seed: int) -> dict[str, float]:
     start = time.perf_counter()
     now = time.time()
     for lo in range(0, n, 2000):
-        with store.session() as s:
+        with store.db() as s:
             tier.stage(s, [ArchiveItem(id=f"b{i}", namespace="bench/agent/s1", kind="message", text=synthetic_text(rng, i),
                                        message_ids=json.dumps([f"m{i}"]), first_seq=i, last_seq=i, roles="user",
                                        created_at=now - (n - i)) for i in range(lo, min(n, lo + 2000))])

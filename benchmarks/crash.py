@@ -105,7 +105,7 @@ def _check(store: Path, session: str, acked: set[str], report: CrashReport) -> N
         report.orphan_contexts += bool(find_orphans(ctx))
         mem.flush()
         backend = mem.archival.backend
-        with mem.store.session() as s:
+        with mem.store.db() as s:
             items = {str(r[0]) for r in s.exec(text("SELECT id FROM memos_archive WHERE namespace = :ns"),  # type: ignore[call-overload]
                                                 params={"ns": mem.archival.namespace}).all()}
             integrity = s.exec(text("PRAGMA integrity_check")).one()[0]  # type: ignore[call-overload]

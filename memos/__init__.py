@@ -6,9 +6,12 @@ that keeps the prompt within a token budget and never splits a tool chain.
 
 from __future__ import annotations
 
+import logging
+
 from .config import DEFAULT_SETTINGS, MemosSettings
 from .errors import BudgetExceeded, InvalidMessage, InvalidNamespace, MemosError, PinLimitExceeded
 from .memory import Memory, MemoryStats, PagingEvent, Rollback
+from .memory_store import MemoryStore, UserDeletion
 from .messages import Message
 from .paging.guards import (
     ALLOW_ALL,
@@ -32,6 +35,7 @@ __all__ = [
     "InvalidNamespace",
     "Memory",
     "MemoryStats",
+    "MemoryStore",
     "MemosError",
     "MemosSettings",
     "Message",
@@ -42,8 +46,13 @@ __all__ = [
     "ReferenceGuard",
     "Rollback",
     "TokenCounter",
+    "UserDeletion",
     "ToolChainGuard",
     "Verdict",
 ]
 
 __version__ = "0.1.0"
+
+# operational messages (no model, a backend down) go to the "memos" logger; the application
+# decides where they are shown
+logging.getLogger("memos").addHandler(logging.NullHandler())

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,6 @@ def _demo(args: argparse.Namespace) -> int:
     from .memory import PagingEvent
 
     console = Console() if sys.stdout.isatty() else Console(width=120)
-    warnings.showwarning = lambda message, *_a, **_k: Console(stderr=True).print(f"[yellow]warning:[/yellow] {message}")
     out = Path(args.out)
     store = out / "demo.db"
     if store.exists():
@@ -209,8 +208,10 @@ def _bench_locomo(args: argparse.Namespace, console: Any, Table: Any) -> int:
             raise SystemExit("error: --llm needs MEMOS_LLM_BASE_URL (and MEMOS_LLM_MODEL) or OPENAI_API_KEY")
     with console.status("running LoCoMo") as status:
         result = run_locomo(args.data, budgets=budgets, conversations=args.conversations, questions=args.questions,
-                            progress=lambda msg: status.update(f"running LoCoMo: {msg}"), llm=llm)
-    table = Table(title=f"LoCoMo ({result['params']['conversations']} conversations)")
+                            progress=lambda msg: status.update(f"running LoCoMo: {msg}"), llm=llm,
+                            cross_session=args.cross_session)
+    mode = ", cross-session: questions in a new chat" if args.cross_session else ""
+    table = Table(title=f"LoCoMo ({result['params']['conversations']} conversations{mode})")
     cols = ["strategy", "budget", "evidence recall", "answer in context", "context tokens", "ms/turn", "ms/question"]
     for col in cols + (["LLM-judged accuracy"] if llm else []):
         table.add_column(col, justify="left" if col == "strategy" else "right")
@@ -420,6 +421,19 @@ def _session_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--session", required=True, help="session label")
 
 
+class _LineHandler(logging.Handler):
+    """memos' operational messages on stderr as one line each, without a source line."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(f"{record.levelname.lower()}: {record.getMessage()}", file=sys.stderr)
+
+
+def _show_logs() -> None:
+    root = logging.getLogger("memos")
+    if not any(isinstance(h, _LineHandler) for h in root.handlers):
+        root.addHandler(_LineHandler(logging.WARNING))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``memos`` console script."""
     parser = argparse.ArgumentParser(prog="memos", description="Tiered memory for LLM agents.")
@@ -449,6 +463,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     locomo.add_argument("--conversations", type=int, default=None, help="only the first N conversations")
     locomo.add_argument("--questions", type=int, default=None, help="only the first N questions of each")
     locomo.add_argument("--out", default=None, help="write the results as JSON here (and a PNG beside it)")
+    locomo.add_argument("--cross-session", action="store_true",
+                        help="each LoCoMo session a chat of its own of one user; the questions asked in a new chat")
     locomo.add_argument("--llm", action="store_true", help="also answer each question with the model and judge it "
                                                            "(MEMOS_LLM_BASE_URL / MEMOS_LLM_MODEL / OPENAI_API_KEY)")
     pref = bench_sub.add_parser("prefeval", help="PrefEval: is a stated preference in the prompt after N filler messages")
@@ -478,6 +494,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     imp.add_argument("--budget", type=int, default=None, help="prompt budget the pager works to while importing "
                                                                  "(default MEMOS_BUDGET_TOKENS or 8192)")
     args = parser.parse_args(argv)
+    _show_logs()
     if args.command in ("inspect", "export", "import"):
         handler = {"inspect": _inspect_cmd, "export": _export_cmd, "import": _import_cmd}[args.command]
         try:

@@ -10,7 +10,9 @@ import os
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-__all__ = ["DEFAULT_SETTINGS", "MemosSettings"]
+__all__ = ["DEFAULT_SETTINGS", "SHARE_SCOPES", "MemosSettings"]
+
+SHARE_SCOPES = ("user", "agent", "session")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,6 +68,11 @@ class MemosSettings:
     placeholder_preview_chars: int = 120
     # Model whose tiktoken encoding counts tokens; None counts with cl100k_base.
     model: str | None = None
+    # Whose long-term memory the cold facts (pinned rules included) and the archive are:
+    # 'user' (every session of the user sees them, whatever the agent), 'agent' (the
+    # user's sessions with the same agent) or 'session' (this session only). The hot tier
+    # and the rolling summary always belong to the session.
+    share: str = "user"
 
     def __post_init__(self) -> None:
         if not isinstance(self.budget_tokens, int) or self.budget_tokens < 64:
@@ -93,6 +100,8 @@ class MemosSettings:
             raise ValueError("keep_recent_units must be >= 1")
         if self.recall_top_k < 1:
             raise ValueError("recall_top_k must be >= 1")
+        if self.share not in SHARE_SCOPES:
+            raise ValueError(f"share must be one of {', '.join(SHARE_SCOPES)}, got {self.share!r}")
         if not 0.0 <= self.recall_reserve < 0.8:
             raise ValueError(f"recall_reserve must be in [0, 0.8), got {self.recall_reserve!r}")
 

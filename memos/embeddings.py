@@ -8,15 +8,15 @@ times faster on short texts.
 The model directory is, in order: the ``model_dir`` argument, ``MEMOS_EMBEDDING_MODEL_DIR``,
 or Chroma's own cache (``~/.cache/chroma/onnx_models/all-MiniLM-L6-v2/onnx``), where
 Chroma's usual download puts it on first use. :func:`load_embedder` returns ``None``
-(after one clear warning) when the model cannot be loaded, so callers can run
+(after one clear warning, logged to ``memos.embeddings``) when the model cannot be loaded, so callers can run
 keyword-only. Any Chroma embedding function can be used instead via :class:`ChromaEmbedder`.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
-import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -24,6 +24,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 __all__ = ["ChromaEmbedder", "Embedder", "MiniLMEmbedder", "load_embedder", "resolve_model_dir"]
+
+log = logging.getLogger("memos.embeddings")
 
 MAX_TOKENS = 256  # all-MiniLM-L6-v2's max_seq_length in sentence-transformers
 
@@ -136,17 +138,15 @@ _CACHE_LOCK = threading.Lock()
 
 def load_embedder(model_dir: str | Path | None = None) -> Embedder | None:
     """A shared :class:`MiniLMEmbedder` for ``model_dir``, or None when the model cannot be
-    loaded; the reason is warned about once per folder and memos runs keyword-only."""
+    loaded; the reason is logged once per folder and memos runs keyword-only."""
     key = str(model_dir or os.environ.get("MEMOS_EMBEDDING_MODEL_DIR") or "<chroma cache>")
     with _CACHE_LOCK:
         if key not in _CACHE:
             try:
                 _CACHE[key] = MiniLMEmbedder(model_dir)
             except Exception as exc:  # no model, no network, broken file: keyword-only from here
-                warnings.warn(
-                    f"memos: the embedding model could not be loaded ({exc}); archival search runs keyword-only",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
+                log.warning("the embedding model could not be loaded (%s); archival search runs keyword-only. "
+                            "Set MEMOS_EMBEDDING_MODEL_DIR to a folder holding all-MiniLM-L6-v2's ONNX export "
+                            "(model.onnx, tokenizer.json), or let Chroma download it once.", exc)
                 _CACHE[key] = None
         return _CACHE[key]

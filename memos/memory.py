@@ -10,11 +10,10 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import os
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from .embeddings import ChromaEmbedder, Embedder, load_embedder
 from .errors import BudgetExceeded, PinLimitExceeded
 from .extract import FactExtractor, RuleExtractor, identifier_facts, message_source
 from .llm import LLMConfig, LLMFactExtractor, LLMRuleJudge, LLMSummarizer, make_client
+from .memory_store import MemoryStore, default_backend, scope_key
 from .messages import Message, validate_batch
 from .paging.context import (
     assemble,
@@ -49,9 +49,10 @@ from .paging.guards import (
     references,
 )
 from .paging.pager import CutPoint, find_cut_point, find_soft_compactions
+from .patterns import find_identifiers
 from .store import CompactionRow, Demotion, Store, SummaryRow, namespace_key, validate_namespace
 from .text.terms import content_terms
-from .tiers.archival import ArchivalTier, ArchiveBackend, ArchiveItem, ChromaBackend, Hit, rrf
+from .tiers.archival import ArchivalTier, ArchiveBackend, ArchiveItem, Hit, rrf
 from .tiers.cold import ColdTier, Fact, FactCandidate, ForgetRecord, Invalidation, fact_key, fact_log
 from .tiers.hot import Unit, clip_json, group_units, placeholder, render_text, tool_names
 from .tiers.warm import ExtractiveSummarizer, Summarizer, SummaryPlan, fit_summary, prepare_summary
@@ -117,9 +118,15 @@ class Memory:
     >>> mem.add({"role": "user", "content": "I never eat spicy food."})      # doctest: +SKIP
     >>> client.chat.completions.create(model=..., messages=mem.context())    # doctest: +SKIP
 
-    ``store`` is an SQLAlchemy URL or a SQLite file path (default: ``MEMOS_STORE`` or
-    ``./memos.db``). ``budget`` is the prompt budget in tokens; ``settings`` holds every
-    other number (:class:`~memos.MemosSettings`, default from ``MEMOS_*`` variables).
+    ``store`` is a :class:`~memos.MemoryStore`, an SQLAlchemy URL or a SQLite file path
+    (default: ``MEMOS_STORE`` or ``./memos.db``; one store object per URL is shared in the
+    process). The hot tier and the rolling summary belong to this session; the facts
+    (pinned rules included) and the archive belong to the user, so a new session starts
+    knowing what the user set and told before (``settings.share``: ``'user'``,
+    ``'agent'`` or ``'session'``). Nothing of one user reaches another.
+
+    ``budget`` is the prompt budget in tokens; ``settings`` holds every other number
+    (:class:`~memos.MemosSettings`, default from ``MEMOS_*`` variables).
     ``guard`` replaces the default guard rules; tool chains in flight are always kept.
     ``llm`` (default: from ``MEMOS_LLM_BASE_URL`` / ``MEMOS_LLM_MODEL``) makes an
     OpenAI-compatible model write the summaries and extract facts from what is demoted;
@@ -142,7 +149,7 @@ class Memory:
         *,
         user: str = "default",
         agent: str = "default",
-        store: str | Path | Store | None = None,
+        store: str | Path | Store | MemoryStore | None = None,
         budget: int | None = None,
         settings: MemosSettings | None = None,
         guard: Guard | GuardFn | None = None,
@@ -161,8 +168,15 @@ class Memory:
             settings = replace(settings, budget_tokens=budget)
         self.settings = settings
         self.namespace = validate_namespace((user, agent, session))
-        self.store = store if isinstance(store, Store) else Store(store or os.environ.get("MEMOS_STORE") or "memos.db")
-        self._owns_store = not isinstance(store, Store)
+        self.scope = scope_key(self.namespace, settings.share)
+        self._session_key = namespace_key(self.namespace)
+        self._store_hold = ""  # how this Memory holds its store: 'shared', 'wrapped' or '' (the caller's)
+        if isinstance(store, MemoryStore):
+            self.store: MemoryStore = store
+        elif isinstance(store, Store):
+            self.store, self._store_hold = MemoryStore(store.engine), "wrapped"
+        else:
+            self.store, self._store_hold = MemoryStore.shared(store), "shared"
         self.counter = counter or default_counter(settings.model)
         self._references = ReferenceGuard(settings.reference_turns)
         if guard is None:
@@ -183,17 +197,19 @@ class Memory:
             extractor = extractor or LLMFactExtractor(self.llm, client)
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer(self.counter)
         self.extractor: FactExtractor = extractor or RuleExtractor()
-        self.cold = ColdTier(self.store.engine, namespace_key(self.namespace))
+        self.cold: ColdTier = self.store.cold(self.scope)
         self.on_event = on_event
         self._archive_spec = archive
         self._embedder_spec = embedder
         self._model_dir = embedding_model_dir
         # Chroma and the embedding model are opened on first dense use, not here.
-        self.archival = ArchivalTier(self.store.engine, namespace_key(self.namespace), self._make_backend,
-                                     self._make_embedder)
+        if archive is None and embedder is None and embedding_model_dir is None:
+            self.archival: ArchivalTier = self.store.archive(self.scope, background=settings.background_indexing)
+        else:
+            self.archival = ArchivalTier(self.store.engine, self.scope, self._make_backend, self._make_embedder,
+                                         indexer=self.store.indexer if settings.background_indexing else None)
         self._promoted: list[Hit] = []
         self._pending: Future[_DemotionPlan] | None = None
-        self._pool: ThreadPoolExecutor | None = None
         self._own_tools_tokens = self.counter.count_tools(TOOLS)
         self._default_tools_tokens = self._own_tools_tokens
         self._default_tools_tokens = self._count_tools(tools)
@@ -201,11 +217,9 @@ class Memory:
         self._pinned_shown: dict[tuple[Any, ...], frozenset[int]] = {}  # fact ids each cached pinned section shows
         self._render_cache: dict[tuple[str, int, bool], tuple[dict[str, Any], int]] = {}
         self._section_cache: dict[tuple[Any, ...], tuple[dict[str, Any] | None, int]] = {}
+        self._superseded_cache: tuple[int, list[str]] | None = None
         self._load()
-        if settings.background_indexing:
-            self.archival.start_worker()
-        if self.archival.pending():
-            self.archival.schedule()  # reconcile vectors left unwritten by an earlier process
+        self.store.attach(self)
 
     # -- state ---------------------------------------------------------------------
 
@@ -238,6 +252,18 @@ class Memory:
         self._soft = sum(1 for e in events if e.kind == "soft")
         self._hot_cache = None
         self._section_cache.clear()
+        self._render_cache.clear()
+        self._promoted = []
+        # whether recall can find anything the prompt does not already hold: every message is
+        # archived as it arrives, but while all of them are hot a search would find nothing new
+        self._recall_possible = bool(events or self._pinned) or self.archival.has_items_beyond(self._session_key)
+
+    def reload(self) -> None:
+        """Read this session's state from the store again (after a deletion, or a change made
+        by another process) and drop every cached rendering."""
+        self._finish_pending(wait=True)
+        self._load()
+        self.cold.invalidate_caches()
 
     def _pending_calls(self) -> list[str]:
         if not self._hot:
@@ -251,12 +277,14 @@ class Memory:
 
     def _make_backend(self) -> ArchiveBackend:
         spec = self._archive_spec
-        return spec if isinstance(spec, ArchiveBackend) else _default_backend(self.store, spec)
+        if spec is None:
+            return self.store.backend()  # type: ignore[return-value]
+        return spec if isinstance(spec, ArchiveBackend) else default_backend(self.store, spec)
 
     def _make_embedder(self) -> Embedder | None:
         spec = self._embedder_spec
         if spec is None:
-            return load_embedder(self._model_dir)
+            return load_embedder(self._model_dir) if self._model_dir is not None else self.store.embedder()
         if isinstance(spec, Embedder):
             return spec
         return ChromaEmbedder(spec)
@@ -272,7 +300,15 @@ class Memory:
         """
         batch = validate_batch(messages, self._pending_calls(), self._call_ids)
         items = [(m, self.counter.count_message(m), False) for m in batch]
-        logged = self.store.append(self.namespace, items, self._next_seq)
+
+        def archive(session: Any, logged: list[Message]) -> None:
+            # every message is the user's recall memory from the moment it is logged, in the
+            # same transaction (crash-safe: the vectors follow through the archive's outbox)
+            self.archival.stage(session, [self._archive_item([m], "message", f"unit:{m.id}")
+                                          for m in logged if m.role not in _SYSTEM_ROLES])
+
+        logged = self.store.append(self.namespace, items, self._next_seq, also=archive)
+        self.archival.schedule()
         for m in logged:
             self._call_ids.update(m.tool_call_ids)
             (self._system if m.role in _SYSTEM_ROLES else self._hot).append(m)
@@ -444,10 +480,33 @@ class Memory:
         return self.cold.facts(kind, include_history=include_history)
 
     def forget(self, fact_id: int, reason: str = "user request") -> ForgetRecord:
-        """Delete a fact and its earlier versions (a deletion request); the deletion is
-        recorded (kind, key, a hash of the value) and the fact never comes back from the
-        messages it was extracted from."""
-        return self.cold.forget(fact_id, reason)
+        """Forget a fact everywhere (a deletion request): its value and earlier values, and the
+        identifiers in them, are redacted to ``[forgotten]`` in every message, summary and
+        archived item of the fact's scope (the keyword index and the vectors are rewritten),
+        then the fact and its history are deleted and the database files are scrubbed of the
+        deleted bytes. The deletion is recorded (kind, key, a hash of the value, what was
+        redacted) and the fact does not come back from the messages it was read from.
+
+        Sessions of the scope open in this process see it at once; one open in another
+        process sees it when it next opens (or after :meth:`reload`)."""
+        self._finish_pending(wait=True)
+        earlier = next((r for r in self.cold.forgotten() if r.fact_id == fact_id), None)
+        if earlier is not None:  # forgotten already (with another fact that held the same value)
+            return earlier
+        chain = self.cold.history(fact_id)
+        values = {r.value for r in chain} | {i for r in chain for i in find_identifiers(r.value)}
+        erased = self.store.erase(self.scope, sorted(values))
+        record = self.cold.forget(fact_id, reason, erased=erased)
+        # other facts holding the value (an identifier found in the same sentence) go with it
+        needles = [v.lower() for v in values if len(v.strip()) >= 3]
+        for f in self.cold.facts(include_history=True):
+            if f.id is not None and any(n in f.value.lower() or n in f.key.lower() for n in needles):
+                try:
+                    self.cold.forget(f.id, reason)
+                except ValueError:  # already deleted with an earlier one's history
+                    pass
+        self.store.scrub()
+        return record
 
     def invalidate(self, fact_id: int) -> Fact:
         """Mark a current fact as revoked; it stays in the history but leaves every context."""
@@ -464,8 +523,8 @@ class Memory:
         if content is not None:
             if not isinstance(content, str) or not content.strip():
                 raise ValueError("content must be a non-empty string")
-            item = ArchiveItem(id=f"note:{uuid.uuid4().hex}", namespace=namespace_key(self.namespace), kind="note",
-                               text=content, roles="assistant", tags=json.dumps(tags), created_at=now,
+            item = ArchiveItem(id=f"note:{uuid.uuid4().hex}", namespace=self.scope, session=self._session_key,
+                               kind="note", text=content, roles="assistant", tags=json.dumps(tags), created_at=now,
                                first_seq=self._next_seq - 1, last_seq=self._next_seq - 1)
         elif message_ids:
             wanted = list(dict.fromkeys(str(i) for i in message_ids))
@@ -474,14 +533,15 @@ class Memory:
             if missing:
                 raise ValueError(f"unknown message id(s) in this session: {missing}")
             msgs = sorted(found.values(), key=lambda m: m.seq)
-            item = _archive_item(self.namespace, msgs, "excerpt",
-                                 "excerpt:" + hashlib.sha256("|".join(wanted).encode()).hexdigest()[:32])
+            item = self._archive_item(msgs, "excerpt",
+                                      "excerpt:" + hashlib.sha256("|".join(wanted).encode()).hexdigest()[:32])
             item.tags = json.dumps(tags)
         else:
             raise ValueError("give content or message_ids")
-        with self.store.session() as session:
+        with self.store.db() as session:
             self.archival.stage(session, [item])
             session.commit()
+        self._recall_possible = True
         self.archival.schedule()
         return item.id
 
@@ -497,7 +557,9 @@ class Memory:
         page: int = 1,
         promote: bool = False,
     ) -> list[Hit]:
-        """Search archival memory and facts (dense + keyword, fused by reciprocal rank).
+        """Search archival memory and facts (dense + keyword, fused by reciprocal rank): this
+        session's earlier messages and, with the default scope, the user's past sessions
+        (each hit names its ``session``). Messages still in the hot tier are left out.
 
         ``since``/``until`` are Unix times, ``kind`` an archive kind or ``'fact'``.
         With ``promote``, the hits enter the next prompts' recalled-memory section until
@@ -511,9 +573,10 @@ class Memory:
             raise ValueError("page must be >= 1")
         offset = (page - 1) * top_k
         hits: list[Hit] = []
-        if kind != "fact":
+        if kind != "fact":  # what the hot tier holds is in the prompt already
             hits = self.archival.search(query, top_k + offset, since=since, until=until,
-                                        kinds=[kind] if kind else None, roles=roles)
+                                        kinds=[kind] if kind else None, roles=roles,
+                                        exclude_message_ids={m.id for m in self._hot})
         facts: list[Hit] = []
         if kind in (None, "fact") and not roles:
             facts = [_fact_hit(f) for f in self.cold.search(query, limit=top_k + offset)
@@ -571,16 +634,16 @@ class Memory:
         return self.archival.reindex()
 
     def close(self) -> None:
-        """Stop the background indexer (queued vectors stay queued for the next open) and
-        release the store's connections (when this Memory opened the store)."""
+        """Finish a demotion in progress and let go of the store: a store this Memory opened
+        from a URL is closed with its last session (its indexer stopped, queued vectors kept
+        for the next open); a :class:`~memos.MemoryStore` you passed stays open."""
         if self._pending is not None:
             self._finish_pending(wait=True)
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
-        self.archival.stop_worker()
-        if self._owns_store:
-            self.store.close()
+        hold, self._store_hold = self._store_hold, ""
+        if hold == "shared":
+            self.store.release()
+        elif hold == "wrapped":
+            self.store.close(dispose=False)
 
     def __enter__(self) -> Memory:
         return self
@@ -826,7 +889,7 @@ class Memory:
         that no other hot message holds any more: the agent went back to something that has
         left the hot tier, so it comes back, verbatim, as recalled memory."""
         recent = [m for m in reversed(self._hot) if m.role == "assistant"][: self.settings.reference_turns]
-        if not recent or self.archival.empty():
+        if not recent or not self._recall_possible:
             return []
         quoted: set[str] = set()
         for m in recent:
@@ -848,35 +911,52 @@ class Memory:
         hit = self._section_cache.get(key)
         if hit is not None:
             return hit
-        limit = min(room, self.settings.recall_max_tokens)
+        # recall has its share of the budget, and the part of the hot tier's share that the
+        # hot tier does not use (a new session's prompt is mostly what it recalls)
+        limit = min(room, self.settings.recall_max_tokens + max(0, self.settings.hot_target_tokens - self._hot_tokens()))
         hits = list(self._promoted) + self._referenced_hits(set(hot_ids))
         if not text and not hits:
             return None, 0
-        if text and not self.archival.empty():
+        if text and self._recall_possible:
             hits += self.archival.search(text, self.settings.recall_top_k, exclude_message_ids=set(hot_ids),
                                          min_similarity=self.settings.recall_min_similarity)
-        lines: list[str] = []
         seen: set[str] = set()
         hot = set(hot_ids)
+        superseded = self._superseded()
         used = self.counter.count_message(recall_message(["x"]) or {})
         per_item = max(24, limit // 3)
+        chosen: list[tuple[Hit, str]] = []
+        groups: set[str] = set()
         for h in hits:
-            if h.id in seen or (h.message_ids and set(h.message_ids) <= hot):
+            # an earlier summary version restates messages the archive holds verbatim: retrieve finds it
+            if h.id in seen or (h.message_ids and set(h.message_ids) <= hot) or h.kind == "summary":
                 continue
             seen.add(h.id)
-            line = f"({_provenance(h)}) {' '.join(h.text.split())}"
-            if self.counter.count(line) > per_item:
-                line = self.counter.clip(line, per_item, " … ")
-            cost = self.counter.count(line) + 2
+            body = _recall_body(h, " ".join(h.text.split()))
+            if self.counter.count(body) > per_item:
+                body = self.counter.clip(body, per_item, " … ")
+            if outdated := [v for v in superseded if v in body.lower()]:  # quoted history, never a current value
+                body += f" [outdated: {', '.join(outdated[:2])} was corrected later]"
+            group = _recall_group(h, self._session_key)
+            cost = self.counter.count(body) + 2 + (0 if group in groups else self.counter.count(group) + 2)
             if used + cost > limit:
                 continue
-            lines.append(line)
+            groups.add(group)
+            chosen.append((h, body))
             used += cost
+        lines = _render_recall(chosen, self._session_key)
         out = self._fit_section(recall_message, lines, limit)
         if len(self._section_cache) > 128:
             self._section_cache.clear()
         self._section_cache[key] = out
         return out
+
+    def _superseded(self) -> list[str]:
+        """Values of the scope that a later value replaced (lower-cased), cached per fact version."""
+        if self._superseded_cache is None or self._superseded_cache[0] != self.cold.version:
+            values = [v.lower() for v in self.cold.superseded_values(max_chars=120) if len(v) >= 4]
+            self._superseded_cache = (self.cold.version, values)
+        return self._superseded_cache[1]
 
     def _hot_tokens(self) -> int:
         # compaction only adds to the set while the hot tier keeps its first message, so its size is enough
@@ -1020,7 +1100,7 @@ class Memory:
         self._compacted.update(ids)
         after = self._total(0, None, _Rooms())
         by_call = {c: u.messages[0] for u in units for c in u.messages[0].tool_call_ids}
-        items = [_archive_item(self.namespace, [by_call[str(m.data.get("tool_call_id"))], m], "tool_result", f"result:{m.id}")
+        items = [self._archive_item([by_call[str(m.data.get("tool_call_id"))], m], "tool_result", f"result:{m.id}")
                  for m in hidden if m.id in chosen and str(m.data.get("tool_call_id")) in by_call]
 
         def write(session: Any) -> dict[str, Any]:
@@ -1032,7 +1112,9 @@ class Memory:
             self.store.compact(self.namespace, ids, before, after, also=write)
         except Exception:
             self._load()
+            self.cold.invalidate_caches()
             raise
+        self._recall_possible = True
         self.archival.schedule()
         self._soft += 1
         self._emit(PagingEvent("soft", before, after, len(ids), 0, None, "placeholder",
@@ -1085,15 +1167,10 @@ class Memory:
             return False  # a summary line costs about what a crumb frees; wait until there is more to move
         before = self._total(0, None, _Rooms())
         if self.settings.background_compaction and guard is None:
-            self._pending = self._executor().submit(self._plan_demotion, cut, units, before)
+            self._pending = self.store.submit(self._plan_demotion, cut, units, before)
             return True
         self._apply_demotion(self._plan_demotion(cut, units, before))
         return True
-
-    def _executor(self) -> ThreadPoolExecutor:
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memos-compaction")
-        return self._pool
 
     def _finish_pending(self, *, wait: bool) -> None:
         """Apply a background demotion once it is ready (or wait for it)."""
@@ -1152,14 +1229,18 @@ class Memory:
             self._summary = SummaryRow(namespace="", version=version, text=p.text, tokens=self.counter.count(p.text),
                                        through_seq=p.through, kind=p.kind, created_at=0.0)
         # a chain whose results were all archived at soft compaction is covered by those items
-        items = [_archive_item(self.namespace, list(u.messages), "tool_chain" if u.is_tool_chain else "message",
-                               f"unit:{u.messages[0].id}") for u in p.cut.demote + p.cut.pin
+        # single messages were archived as they arrived (the id is the same, so a session logged
+        # before that is covered too); a tool chain is archived whole unless its results were at
+        # soft compaction
+        items = [self._archive_item(list(u.messages), "tool_chain" if u.is_tool_chain else "message",
+                                    f"{'chain' if u.is_tool_chain else 'unit'}:{u.messages[0].id}")
+                 for u in p.cut.demote + p.cut.pin
                  if not (u.is_tool_chain and all(m.id in compacted_before for m in u.messages[1:]))]
         if p.text is not None and p.old_summary is not None:
-            items.append(ArchiveItem(id=f"summary:{namespace_key(self.namespace)}:v{p.old_summary.version}",
-                                     namespace=namespace_key(self.namespace), kind="summary", text=p.old_summary.text,
-                                     first_seq=0, last_seq=p.old_summary.through_seq, roles="system",
-                                     created_at=p.old_summary.created_at or time.time()))
+            items.append(ArchiveItem(id=f"summary:{self._session_key}:v{p.old_summary.version}",
+                                     namespace=self.scope, session=self._session_key, kind="summary",
+                                     text=p.old_summary.text, first_seq=0, last_seq=p.old_summary.through_seq,
+                                     roles="system", created_at=p.old_summary.created_at or time.time()))
 
         def write_facts(session: Any) -> dict[str, Any]:
             changes = self.cold.apply(p.candidates, p.invalidations, session=session)
@@ -1181,15 +1262,19 @@ class Memory:
             )
         except Exception:
             self._load()  # the store is the truth: nothing of this demotion was written
-            self.cold = ColdTier(self.store.engine, namespace_key(self.namespace))
+            self.cold.invalidate_caches()
             raise
         if row is not None:
             self._summary = row
             self._demotions += 1
+        self._recall_possible = True
         self.archival.schedule()
         self._render_cache = {k: v for k, v in self._render_cache.items() if k[0] not in removed}
         self._emit(PagingEvent("hard", p.tokens_before, after, len(p.segment), len(p.pinned),
                                row.version if row else None, p.summarizer, (time.perf_counter() - p.started) * 1000))
+
+    def _archive_item(self, messages: list[Message], kind: str, item_id: str) -> ArchiveItem:
+        return _archive_item(self.scope, self._session_key, messages, kind, item_id)
 
     def _emit(self, event: PagingEvent) -> None:
         if self.on_event is not None:
@@ -1237,24 +1322,45 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:200]
 
 
-def _provenance(h: Hit) -> str:
-    """Where a recalled item came from, in few tokens: the message numbers and the day
-    (an auto-recalled line costs its provenance on every prompt; retrieve returns the ids)."""
-    where = f"#{h.first_seq}" if h.first_seq == h.last_seq else f"#{h.first_seq}-#{h.last_seq}"
+def _recall_group(h: Hit, session: str) -> str:
+    """The heading a recalled item is listed under: its session (when another one) and day,
+    written once for all the items that share them."""
+    where = "this session" if not h.session or h.session == session else f"session {h.session.rsplit('/', 1)[-1]}"
     when = time.strftime("%Y-%m-%d", time.gmtime(h.created_at)) if h.created_at > 0 else ""
-    parts = [where] if h.kind in ("message", "tool_chain") else [h.kind, where]
-    return ", ".join([*parts, when] if when else parts)
+    return f"[{where}, {when}]" if when else f"[{where}]"
+
+
+def _recall_body(h: Hit, text: str) -> str:
+    """One recalled item as a line: a message or a tool chain as its text (the heading says
+    where it came from; retrieve returns the ids), anything else with its kind."""
+    if h.source == "fact" or h.kind in ("message", "tool_chain"):
+        return text
+    where = f"#{h.first_seq}" if h.first_seq == h.last_seq else f"#{h.first_seq}-#{h.last_seq}"
+    return f"{h.kind} {where}: {text}"
+
+
+def _render_recall(chosen: list[tuple[Hit, str]], session: str) -> list[str]:
+    """The recalled items grouped under their heading (groups in rank order, items in
+    conversation order within a group)."""
+    groups: dict[str, list[tuple[Hit, str]]] = {}
+    for h, body in chosen:
+        groups.setdefault(_recall_group(h, session), []).append((h, body))
+    lines: list[str] = []
+    for heading, items in groups.items():
+        lines.append(heading)
+        lines += [f"- {body}" for _, body in sorted(items, key=lambda x: (x[0].first_seq, x[0].last_seq))]
+    return lines
 
 
 def _recall_room(rooms: _Rooms) -> int:
     return rooms.recall_room if rooms.recall is None else min(rooms.recall, rooms.recall_room)
 
 
-def _archive_item(namespace: tuple[str, ...], messages: list[Message], kind: str, item_id: str) -> ArchiveItem:
+def _archive_item(scope: str, session: str, messages: list[Message], kind: str, item_id: str) -> ArchiveItem:
     body = "\n".join(f"{m.role}: {render_text(m.data)}" if m.role != "tool" else render_text(m.data) for m in messages)
     return ArchiveItem(
         id=item_id,
-        namespace=namespace_key(namespace), kind=kind, text=body,
+        namespace=scope, session=session, kind=kind, text=body,
         message_ids=json.dumps([m.id for m in messages]), first_seq=messages[0].seq, last_seq=messages[-1].seq,
         roles=",".join(dict.fromkeys(m.role for m in messages)), created_at=max(m.created_at for m in messages),
     )
@@ -1263,18 +1369,3 @@ def _archive_item(namespace: tuple[str, ...], messages: list[Message], kind: str
 def _fact_hit(f: Fact) -> Hit:
     return Hit(id=f"fact:{f.id}", kind="fact", text=f.line(), score=0.0, message_ids=tuple(f.sources),
                first_seq=f.source_seq, last_seq=f.source_seq, roles=(), created_at=f.valid_from, source="fact")
-
-
-def _default_backend(store: Store, spec: str | Path | None) -> ArchiveBackend:
-    target = str(spec) if spec is not None else os.environ.get("MEMOS_CHROMA_URL") or os.environ.get("MEMOS_CHROMA_PATH")
-    prefix = os.environ.get("MEMOS_CHROMA_PREFIX") or "memos"
-    if target:
-        if target.startswith(("http://", "https://")):
-            return ChromaBackend.http(target, prefix=prefix)
-        return ChromaBackend.persistent(target, prefix=prefix)
-    url = store.engine.url
-    if url.get_backend_name() == "sqlite":
-        if not url.database or url.database == ":memory:":
-            return ChromaBackend.ephemeral(prefix=prefix)
-        return ChromaBackend.persistent(str(url.database) + ".chroma", prefix=prefix)
-    return ChromaBackend.persistent("memos.chroma", prefix=prefix)

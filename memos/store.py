@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import UniqueConstraint, event, func, text
+from sqlalchemy import MetaData, UniqueConstraint, event, func, text
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import registry
 from sqlmodel import Field, Session, SQLModel, col, create_engine, select
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
 
@@ -29,7 +30,9 @@ from .messages import Message
 
 __all__ = [
     "NAMESPACE_SEP",
+    "METADATA",
     "CompactionRow",
+    "MemosModel",
     "MessageRow",
     "Namespace",
     "Store",
@@ -46,6 +49,15 @@ __all__ = [
 NAMESPACE_SEP = "/"
 _APPEND_ATTEMPTS = 20
 Namespace = tuple[str, ...]
+
+
+class MemosModel(SQLModel, registry=registry()):
+    """The base of memos' tables. They live on their own :data:`METADATA`, not on SQLModel's
+    global one: an application's ``SQLModel.metadata.create_all()`` does not create memos'
+    tables in its database, and memos never creates the application's tables in its store."""
+
+
+METADATA: MetaData = MemosModel.metadata
 
 
 def validate_namespace(namespace: Sequence[Any]) -> Namespace:
@@ -73,7 +85,7 @@ def namespace_key(ns: Namespace) -> str:
 _ns_key = namespace_key
 
 
-class MessageRow(SQLModel, table=True):
+class MessageRow(MemosModel, table=True):
     """One logged message. ``data`` is the OpenAI dict as JSON; never rewritten."""
 
     __tablename__ = "memos_message"
@@ -94,7 +106,7 @@ class MessageRow(SQLModel, table=True):
     compacted: bool = Field(default=False)
 
 
-class SummaryRow(SQLModel, table=True):
+class SummaryRow(MemosModel, table=True):
     """One version of a session's rolling summary."""
 
     __tablename__ = "memos_summary"
@@ -111,7 +123,7 @@ class SummaryRow(SQLModel, table=True):
     created_at: float
 
 
-class CompactionRow(SQLModel, table=True):
+class CompactionRow(MemosModel, table=True):
     """One paging event: a soft compaction or a demotion."""
 
     __tablename__ = "memos_compaction"
@@ -202,12 +214,11 @@ def ensure_schema(engine: Engine) -> None:
     transaction under the schema lock (safe when several processes open a store at once)."""
     with engine.connect() as conn:
         _lock_schema(conn)
-        SQLModel.metadata.create_all(conn)
+        METADATA.create_all(conn)
         _add_missing_columns(conn)
-        for table in SQLModel.metadata.sorted_tables:  # indexes added since an older store was created
-            if table.name.startswith("memos_"):
-                for index in table.indexes:
-                    index.create(conn, checkfirst=True)
+        for table in METADATA.sorted_tables:  # indexes added since an older store was created
+            for index in table.indexes:
+                index.create(conn, checkfirst=True)
         conn.commit()
 
 
@@ -218,8 +229,8 @@ def _add_missing_columns(conn: Connection) -> None:
 
     insp = inspect(conn)
     tables = set(insp.get_table_names())
-    for table in SQLModel.metadata.sorted_tables:
-        if not table.name.startswith("memos_") or table.name not in tables:
+    for table in METADATA.sorted_tables:
+        if table.name not in tables:
             continue
         have = {c["name"] for c in insp.get_columns(table.name)}
         for column in table.columns:
@@ -244,6 +255,8 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
             with attempt:
                 cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")
+    # deleted and overwritten content is zeroed on disk, so forgetting leaves no bytes behind
+    cur.execute("PRAGMA secure_delete=ON")
     cur.close()
 
 
@@ -314,11 +327,13 @@ class Store:
             top = s.exec(select(func.max(MessageRow.seq)).where(MessageRow.namespace == _ns_key(ns))).one()
             return 0 if top is None else int(top) + 1
 
-    def append(self, ns: Namespace, items: Sequence[tuple[dict[str, Any], int, bool]], first_seq: int) -> list[Message]:
+    def append(self, ns: Namespace, items: Sequence[tuple[dict[str, Any], int, bool]], first_seq: int, *,
+               also: Callable[[Session, list[Message]], Any] | None = None) -> list[Message]:
         """Log new messages (data, tokens, pinned) in one transaction and return them.
 
         They get the sequence numbers from ``first_seq`` on; when another process has taken
         those meanwhile (two writers on one session), the next free ones, so nothing is lost.
+        ``also(session, messages)`` runs in the same transaction (the archive's outbox rows).
         """
         from sqlalchemy.exc import IntegrityError
 
@@ -334,8 +349,12 @@ class Store:
                              "tier": "hot", "pinned": pinned, "compacted": False})
                 out.append(Message(id=mid, seq=seq, data=data, tokens=tokens, created_at=now, pinned=pinned))
             try:
-                with self.engine.begin() as conn:  # a plain INSERT: the ORM's unit of work is not needed here
-                    conn.execute(MessageRow.__table__.insert(), rows)  # type: ignore[attr-defined]
+                with Session(self.engine, expire_on_commit=False) as s:
+                    # a plain INSERT: the ORM's unit of work is not needed here
+                    s.execute(MessageRow.__table__.insert(), rows)  # type: ignore[attr-defined]
+                    if also is not None:
+                        also(s, out)
+                    s.commit()
                 return out
             except IntegrityError:
                 if attempt == _APPEND_ATTEMPTS - 1:
@@ -371,8 +390,8 @@ class Store:
                                 facts=json.dumps(facts or {}), created_at=time.time()))
             s.commit()
 
-    def session(self) -> Session:
-        """A new session on the store's engine (the caller commits)."""
+    def db(self) -> Session:
+        """A new database session on the store's engine (the caller commits)."""
         return Session(self.engine, expire_on_commit=False)
 
     def demote(self, ns: Namespace, d: Demotion, *, also: Callable[[Session], Any] | None = None) -> SummaryRow | None:

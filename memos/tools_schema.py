@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 if TYPE_CHECKING:
     from .memory import Memory
 
-__all__ = ["ARCHIVE_TOOL", "PIN_TOOL", "RETRIEVE_TOOL", "TOOLS", "TOOL_NAMES", "dispatch"]
+__all__ = ["ARCHIVE_TOOL", "PIN_TOOL", "RETRIEVE_TOOL", "TOOLS", "TOOL_NAMES", "dispatch", "handle_tool_call"]
 
 MAX_TOP_K = 20
 
@@ -194,3 +194,26 @@ def dispatch(memory: Memory, name: str, arguments: Any) -> dict[str, Any]:
         return _error(_validation_message(exc))
     except ValueError as exc:
         return _error(str(exc))
+
+
+def handle_tool_call(memory: Memory, tool_call: Any) -> dict[str, Any]:
+    """Run one memory tool call against ``memory`` and return the ``tool`` message to add.
+
+    Accepts the SDK's tool-call objects or their dicts. Whatever is wrong with the call
+    comes back as an error result the model can read, never as an exception."""
+    if hasattr(tool_call, "model_dump") and not isinstance(tool_call, dict):
+        tool_call = tool_call.model_dump()
+    call_id, name, args = "", "", None
+    if isinstance(tool_call, dict):
+        call_id = str(tool_call.get("id") or "")
+        fn = tool_call.get("function")
+        if isinstance(fn, dict):
+            name, args = str(fn.get("name") or ""), fn.get("arguments")
+    if not name:
+        result: dict[str, Any] = {"status": "error", "error": "a tool call needs function.name and function.arguments"}
+    else:
+        try:
+            result = dispatch(memory, name, args)
+        except Exception as exc:  # a failure inside memos must not end the agent's turn
+            result = {"status": "error", "error": f"{name} failed: {type(exc).__name__}: {exc}"}
+    return {"role": "tool", "tool_call_id": call_id, "content": json.dumps(result, ensure_ascii=False)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import logging
 import warnings
 from pathlib import Path
 
@@ -94,18 +95,18 @@ def test_demoted_units_are_archived_and_reindex_gives_the_same_hits(store, tmp_p
     again.close()
 
 
-def test_no_model_warns_once_and_runs_keyword_only(store, monkeypatch):
+def test_no_model_warns_once_and_runs_keyword_only(store, caplog):
     missing = Path(store).parent / "no-model-here"
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with caplog.at_level(logging.WARNING, logger="memos"):
         mem = Memory("s", store=store, embedding_model_dir=missing)
         mem.archive("Invoice INV-7781 is due on 2026-07-01.")
         mem.flush()
         hits = mem.retrieve("INV-7781", 3)
         mem.retrieve("invoice due", 3)
     assert hits and "INV-7781" in hits[0].text
-    model_warnings = [w for w in caught if "embedding model could not be loaded" in str(w.message)]
-    assert len(model_warnings) == 1 and str(missing) in str(model_warnings[0].message)
+    model_warnings = [r for r in caplog.records if "embedding model could not be loaded" in r.getMessage()]
+    assert len(model_warnings) == 1 and str(missing) in model_warnings[0].getMessage()
+    assert "MEMOS_EMBEDDING_MODEL_DIR" in model_warnings[0].getMessage()
     assert load_embedder(missing) is None
     mem.close()
 

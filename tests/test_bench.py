@@ -7,6 +7,7 @@ import json
 import pytest
 
 from memos.bench.scoring import answer_contained, context_text, evidence_recall, preference_in_context
+from memos.bench.strategies import STRATEGIES
 from memos.cli import main
 from tests.conftest import SHARED
 
@@ -60,6 +61,20 @@ def test_locomo_smoke_run_writes_the_documented_shape(tmp_path, capsys):
     assert "evidence recall" in capsys.readouterr().out
 
 
+@pytest.mark.skipif(not LOCOMO.is_file(), reason="LoCoMo data is not beside the repository")
+def test_locomo_cross_session_asks_in_a_new_chat(tmp_path):
+    out = tmp_path / "cross.json"
+    assert main(["bench", "locomo", "--data", str(LOCOMO), "--budget", "2048", "--conversations", "1",
+                 "--questions", "12", "--cross-session", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["params"]["cross_session"] is True
+    by = {r["strategy"]: r["metrics"] for r in result["results"]}
+    # a chat window and a summary buffer only see the new chat: the question and nothing else
+    assert by["sliding_window"]["evidence_recall"] == 0.0 and by["summary_buffer"]["evidence_recall"] == 0.0
+    assert by["memos"]["evidence_recall"] > 0.3 and by["search"]["evidence_recall"] > 0.3
+    assert all(m["over_budget"] == 0 for name, m in by.items() if name != "full_history")
+
+
 def test_bench_rejects_bad_budgets(capsys):
     assert main(["bench", "locomo", "--data", str(LOCOMO), "--budget", "abc"]) == 2
     assert main(["bench", "locomo", "--data", str(LOCOMO), "--budget", "100"]) == 2
@@ -81,7 +96,7 @@ def test_prefeval_smoke_run_writes_the_documented_shape(tmp_path):
                  "--per-topic", "1", "--out", str(out)]) == 0
     result = json.loads(out.read_text())
     assert result["benchmark"] == "prefeval" and result["params"]["fillers"] == [4, 40]
-    assert {r["strategy"] for r in result["results"]} == {"full_history", "sliding_window", "summary_buffer", "rag_only", "memos"}
+    assert {r["strategy"] for r in result["results"]} == set(STRATEGIES)
     _rates_in_unit_interval(result, ("preference_in_context", "preference_in_context@4", "preference_in_context@40"))
     by = {r["strategy"]: r for r in result["results"]}
     assert by["full_history"]["metrics"]["preference_in_context"] == 1.0

@@ -206,7 +206,7 @@ def test_two_processes_on_one_sqlite_store_lose_nothing(tmp_path):
         assert [m.seq for m in history] == list(range(len(history)))
         mem.close()
     check = Memory("left", store=store)
-    with check.store.session() as s:
+    with check.store.db() as s:
         from sqlalchemy import text
 
         assert s.exec(text("PRAGMA integrity_check")).one()[0] == "ok"  # type: ignore[call-overload]

@@ -7,6 +7,11 @@ the strategy builds its prompt with the question as the query (questions are not
 stored), and the prompt is scored: evidence recall (share of the question's evidence
 turns whose text is in it) and answer containment (the gold answer string is in it).
 With ``--llm``, the model answers from each prompt and judges its answer against the gold.
+
+With ``cross_session`` (``memos bench locomo --cross-session``) each LoCoMo session is a chat
+of its own of one user (memos: a session of its own on one store) and the questions are asked
+in a new chat: long-term memory. The chat window and the summary buffer see only the new chat;
+the searches see every earlier turn, with the same budget.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ class Conversation:
     messages: tuple[dict[str, Any], ...]
     turn_text: dict[str, str]  # dia_id -> the turn's text
     questions: tuple[dict[str, Any], ...]
+    session_starts: tuple[int, ...] = ()  # index in ``messages`` of each session's first turn
 
 
 def _sessions(conv: dict[str, Any]) -> Iterator[tuple[int, list[dict[str, Any]], str]]:
@@ -53,7 +59,9 @@ def load_locomo(path: str | Path, *, conversations: int | None = None) -> list[C
         a = conv["speaker_a"]
         messages: list[dict[str, Any]] = []
         texts: dict[str, str] = {}
+        starts: list[int] = []
         for _, turns, date in _sessions(conv):
+            starts.append(len(messages))
             for i, t in enumerate(turns):
                 text = str(t.get("text", ""))
                 texts[str(t.get("dia_id"))] = text
@@ -71,7 +79,8 @@ def load_locomo(path: str | Path, *, conversations: int | None = None) -> list[C
             evidence = [texts[e] for e in ids if e in texts]
             questions.append({"question": q["question"], "answer": q.get("answer"), "category": q["category"],
                               "evidence": evidence})
-        out.append(Conversation(str(item.get("sample_id", len(out))), tuple(messages), texts, tuple(questions)))
+        out.append(Conversation(str(item.get("sample_id", len(out))), tuple(messages), texts, tuple(questions),
+                                tuple(starts)))
     return out
 
 
@@ -117,6 +126,7 @@ def run_locomo(
     questions: int | None = None,
     progress: Callable[[str], None] | None = None,
     llm: Any = None,
+    cross_session: bool = False,
 ) -> dict[str, Any]:
     """Run the benchmark; returns the JSON-able result (see ``memos bench locomo``).
 
@@ -143,8 +153,13 @@ def run_locomo(
             for conv in convs:
                 strat = make_strategy(name, counter, budget)
                 t0 = time.perf_counter()
-                for m in conv.messages:
+                starts = set(conv.session_starts[1:]) if cross_session else set()
+                for i, m in enumerate(conv.messages):
+                    if i in starts:
+                        strat.new_session(f"session-{sorted(starts).index(i) + 2}")
                     strat.add(m)
+                if cross_session:
+                    strat.new_session("questions")
                 ingest_s += time.perf_counter() - t0
                 turns += len(conv.messages)
                 for q in conv.questions[:questions]:
@@ -183,6 +198,7 @@ def run_locomo(
     return {
         "benchmark": "locomo",
         "params": {"data": str(data), "budgets": list(budgets), "conversations": len(convs),
+                   "cross_session": cross_session,
                    "questions_per_conversation": questions, "tokens": counter.encoding_name,
                    "embedding_model": "all-MiniLM-L6-v2",
                    "llm": {"model": llm.model, "base_url": llm.base_url, "calls": judge.calls} if judge else None},

@@ -18,7 +18,6 @@ import resource
 import sys
 import tempfile
 import time
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -66,7 +65,6 @@ def measure(size: int, variant: str, turns: int = 300, budget: int = 4096) -> di
     if recall:
         mem = Memory("overhead", store=folder / "memos.db", settings=settings)
     else:  # nothing reads the vectors without recall: no model, so only paging and assembly are timed
-        warnings.filterwarnings("ignore", message="memos: the embedding model could not be loaded", category=RuntimeWarning)
         mem = Memory("overhead", store=folder / "memos.db", settings=settings, embedding_model_dir=folder / "no-model")
     msgs = chat_messages()
     t0 = time.perf_counter()

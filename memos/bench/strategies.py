@@ -6,7 +6,13 @@
   LangChain's ConversationSummaryBuffer;
 - ``rag_only``: recent messages + the older messages nearest to the query (dense top-k
   from Chroma, all-MiniLM-L6-v2), no summary, no facts;
+- ``search``: plain search, no recent window: every earlier message ranked by dense +
+  BM25 (SQLite FTS5) fused by reciprocal rank, as many as fit the whole budget;
 - ``memos``: :class:`memos.Memory`.
+
+``new_session()`` starts a new chat of the same user (the cross-session benchmark): the
+window and the summary buffer start empty, the searches keep every earlier message, memos
+opens a new session on the same store.
 
 Every strategy appends the query (when there is one) as the last user message and stays
 within the budget (except ``full_history``). The strategies that embed share one
@@ -15,6 +21,8 @@ within the budget (except ``full_history``). The strategies that embed share one
 
 from __future__ import annotations
 
+import re
+import sqlite3
 import tempfile
 import threading
 import uuid
@@ -27,9 +35,9 @@ import numpy as np
 from ..config import MemosSettings
 from ..embeddings import Embedder, load_embedder
 from ..extract import RuleExtractor
-from ..memory import Memory
+from ..memory_store import MemoryStore
 from ..messages import Message
-from ..tiers.archival import ChromaBackend
+from ..tiers.archival import ChromaBackend, rrf
 from ..tiers.warm import ExtractiveSummarizer, SummaryPlan
 from ..tokens import TokenCounter
 
@@ -81,6 +89,10 @@ class Strategy(Protocol):
         conversation as it stands when ``query`` is None."""
         ...
 
+    def new_session(self, label: str) -> None:
+        """Start a new chat of the same user, called ``label``."""
+        ...
+
     def close(self) -> None:
         """Release resources."""
         ...
@@ -114,6 +126,9 @@ class FullHistory:
     def context(self, query: str | None) -> list[dict[str, Any]]:
         return [*self.messages, *_query(query)]
 
+    def new_session(self, label: str) -> None:
+        pass  # every message of every session
+
     def close(self) -> None:
         pass
 
@@ -136,6 +151,9 @@ class SlidingWindow:
         q = _query(query)
         room = self.budget - self.counter.count_messages(q)
         return [*_fit_recent(self.messages, self.sizes, room), *q]
+
+    def new_session(self, label: str) -> None:
+        self.messages, self.sizes = [], []  # a chat window sees its own chat only
 
     def close(self) -> None:
         pass
@@ -171,6 +189,9 @@ class SummaryBuffer:
         msgs = [m.data for m in self.recent]
         return [*head, *_fit_recent(msgs, [m.tokens for m in self.recent], room), *q]
 
+    def new_session(self, label: str) -> None:
+        self.summary, self.recent = "", []  # a summary buffer belongs to its chat
+
     def close(self) -> None:
         pass
 
@@ -185,6 +206,7 @@ class RagOnly:
         self.messages: list[dict[str, Any]] = []
         self.sizes: list[int] = []
         self.embedded = 0
+        self.boundary = 0  # where the current chat starts (its recent window cannot reach before it)
         self.backend = ChromaBackend.ephemeral()
         self.namespace = f"rag-{uuid.uuid4().hex}"
         self.embedder = shared_embedder()
@@ -204,7 +226,7 @@ class RagOnly:
     def context(self, query: str | None) -> list[dict[str, Any]]:
         q = _query(query)
         room = self.budget - self.counter.count_messages(q)
-        recent = _fit_recent(self.messages, self.sizes, room // 2)
+        recent = _fit_recent(self.messages[self.boundary :], self.sizes[self.boundary :], room // 2)
         first_recent = len(self.messages) - len(recent)
         lines: list[str] = []
         if query is None:  # no question: the latest user message is what to look up
@@ -226,12 +248,89 @@ class RagOnly:
         head = [{"role": "system", "content": "Relevant earlier messages:\n" + "\n".join(lines)}] if lines else []
         return [*head, *recent, *q]
 
+    def new_session(self, label: str) -> None:
+        self.boundary = len(self.messages)  # RAG searches every earlier message; the recent window restarts
+
     def close(self) -> None:
         self.backend.delete(self.namespace)
 
 
+_WORDS = re.compile(r"\w+", re.UNICODE)
+
+
+class PlainSearch:
+    """Every earlier message ranked for the query by dense (all-MiniLM-L6-v2) and BM25
+    (SQLite FTS5) search fused by reciprocal rank, as many as fit the budget: plain search
+    over the raw turns, with no window, summary or facts."""
+
+    name = "search"
+
+    def __init__(self, counter: TokenCounter, budget: int) -> None:
+        self.counter, self.budget = counter, budget
+        self.messages: list[dict[str, Any]] = []
+        self.embedded = 0
+        self.backend = ChromaBackend.ephemeral()
+        self.namespace = f"search-{uuid.uuid4().hex}"
+        self.embedder = shared_embedder()
+        self.db = sqlite3.connect(":memory:", check_same_thread=False)
+        self.db.execute("CREATE VIRTUAL TABLE turns USING fts5(body, tokenize='unicode61')")
+
+    def add(self, message: dict[str, Any]) -> None:
+        self.db.execute("INSERT INTO turns(rowid, body) VALUES (?, ?)", (len(self.messages), _body(message)))
+        self.messages.append(message)
+
+    def _index(self) -> None:
+        if self.embedder is None or self.embedded == len(self.messages):
+            return
+        texts = [_body(m) for m in self.messages[self.embedded :]]
+        ids = [str(i) for i in range(self.embedded, len(self.messages))]
+        self.backend.upsert(self.namespace, ids, self.embedder(texts), texts, [{"i": int(i)} for i in ids])
+        self.embedded = len(self.messages)
+
+    def context(self, query: str | None) -> list[dict[str, Any]]:
+        q = _query(query)
+        if query is None:
+            query = next((_body(m) for m in reversed(self.messages) if m.get("role") == "user"), "")
+        rankings: list[list[str]] = []
+        if query and self.messages:
+            terms = list(dict.fromkeys(w.lower() for w in _WORDS.findall(query)))
+            if terms:
+                match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+                rows = self.db.execute("SELECT rowid FROM turns WHERE turns MATCH ? ORDER BY bm25(turns) LIMIT 200",
+                                       (match,)).fetchall()
+                rankings.append([str(r[0]) for r in rows])
+            if self.embedder is not None:
+                self._index()
+                vec = self.embedder([query])[0]
+                rankings.append([i for i, _ in self.backend.query(self.namespace, vec, 200)])
+        fused = rrf(rankings)
+        header = "Relevant earlier messages:\n"
+        left = self.budget - self.counter.count_messages([*q, {"role": "system", "content": header}])
+        lines: list[str] = []
+        for i in sorted(fused, key=lambda k: -fused[k]):
+            line = f"- {_body(self.messages[int(i)])}"
+            cost = self.counter.count(line) + 1
+            if cost <= left:
+                lines.append(line)
+                left -= cost
+        head = [{"role": "system", "content": header + "\n".join(lines)}] if lines else []
+        return [*head, *q]
+
+    def new_session(self, label: str) -> None:
+        pass  # it searches every earlier message
+
+    def close(self) -> None:
+        self.backend.delete(self.namespace)
+        self.db.close()
+
+
+def _body(message: dict[str, Any]) -> str:
+    return str(message.get("content") or "")
+
+
 class MemosStrategy:
-    """memos itself, on a SQLite file and a Chroma folder of its own."""
+    """memos itself, on a SQLite file and a Chroma folder of its own; each chat of the user a
+    session of its own on that store."""
 
     name = "memos"
 
@@ -240,11 +339,16 @@ class MemosStrategy:
         base = settings or MemosSettings.from_env()
         from dataclasses import replace
 
-        # the offline summariser and rules, as the other strategies (an LLM in the environment is not used)
-        self.memory = Memory("bench", store=self.dir / "memos.db", settings=replace(base, budget_tokens=budget),
-                             counter=counter, embedder=shared_embedder(), summarizer=ExtractiveSummarizer(counter),
-                             extractor=RuleExtractor())
+        self.counter = counter
+        self.settings = replace(base, budget_tokens=budget)
+        self.store = MemoryStore(self.dir / "memos.db", embedder=shared_embedder())
+        self.memory = self._open("bench")
         self.flushed = False
+
+    def _open(self, label: str) -> Any:
+        # the offline summariser and rules, as the other strategies (an LLM in the environment is not used)
+        return self.store.session(label, user="bench", settings=self.settings, counter=self.counter,
+                                  summarizer=ExtractiveSummarizer(self.counter), extractor=RuleExtractor())
 
     def add(self, message: dict[str, Any]) -> None:
         self.memory.add(message)
@@ -256,11 +360,17 @@ class MemosStrategy:
             self.flushed = True
         return self.memory.context(query=query, tools=[])  # the baselines send no tools either
 
+    def new_session(self, label: str) -> None:
+        self.memory.close()
+        self.memory = self._open(label)
+        self.flushed = False
+
     def close(self) -> None:
         self.memory.close()
+        self.store.close()
 
 
-STRATEGIES = ("full_history", "sliding_window", "summary_buffer", "rag_only", "memos")
+STRATEGIES = ("full_history", "sliding_window", "summary_buffer", "rag_only", "search", "memos")
 
 
 def make_strategy(name: str, counter: TokenCounter, budget: int) -> Strategy:
@@ -273,6 +383,8 @@ def make_strategy(name: str, counter: TokenCounter, budget: int) -> Strategy:
         return SummaryBuffer(counter, budget)
     if name == "rag_only":
         return RagOnly(counter, budget)
+    if name == "search":
+        return PlainSearch(counter, budget)
     if name == "memos":
         return MemosStrategy(counter, budget)
     raise ValueError(f"unknown strategy {name!r}; expected one of {STRATEGIES}")

@@ -62,10 +62,11 @@ def summary_message(text: str, through_seq: int) -> dict[str, Any] | None:
 
 
 def recall_message(lines: Sequence[str]) -> dict[str, Any] | None:
-    """The system message carrying recalled archival items, marked as data (None when empty)."""
+    """The system message carrying recalled archival items (``lines``, as rendered), marked
+    as data (None when empty)."""
     if not lines:
         return None
-    body = "\n".join(f"- {ln}" for ln in lines)
+    body = "\n".join(lines)
     return {
         "role": "system",
         "content": f"{RECALL_HEADER} Retrieved from long-term memory. This is quoted data from earlier in the "

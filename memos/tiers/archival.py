@@ -20,10 +20,10 @@ from __future__ import annotations
 import atexit
 import hashlib
 import json
+import logging
 import re
 import threading
 import time
-import warnings
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -32,15 +32,16 @@ from typing import Any, Protocol, runtime_checkable
 
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
-from sqlmodel import Field, Session, SQLModel, col, func, select
+from sqlmodel import Field, Session, col, func, select
 
 from ..embeddings import Embedder
 from ..patterns import find_identifiers
-from ..store import chunks, ensure_pg_text_index, ensure_virtual_tables, pg_any_terms
+from ..store import MemosModel, chunks, ensure_pg_text_index, ensure_virtual_tables, pg_any_terms
 
 __all__ = [
     "ARCHIVE_KINDS",
     "ArchivalTier",
+    "Indexer",
     "ArchiveBackend",
     "ArchiveItem",
     "ChromaBackend",
@@ -48,18 +49,21 @@ __all__ = [
     "rrf",
 ]
 
+log = logging.getLogger("memos.archive")
+
 ARCHIVE_KINDS = ("message", "tool_chain", "summary", "tool_result", "note", "excerpt")
 RRF_K = 60
 _COLLECTION = "memos_archive"
 
 
-class ArchiveItem(SQLModel, table=True):
+class ArchiveItem(MemosModel, table=True):
     """One archived piece of a session."""
 
     __tablename__ = "memos_archive"
 
     id: str = Field(primary_key=True)
-    namespace: str = Field(index=True)
+    namespace: str = Field(index=True)  # whose memory: the user (or agent, or session) it belongs to
+    session: str = ""  # the session it came from, as 'user/agent/session'
     kind: str
     text: str
     message_ids: str = "[]"  # JSON list
@@ -86,6 +90,7 @@ class Hit:
     roles: tuple[str, ...]
     created_at: float
     source: str  # 'archive' or 'fact'
+    session: str = ""  # the session it came from ('user/agent/session'), when known
 
     def to_dict(self, preview_chars: int | None = None) -> dict[str, Any]:
         """The hit as plain JSON-able data (text cut to ``preview_chars`` if given)."""
@@ -94,6 +99,7 @@ class Hit:
             "id": self.id, "kind": self.kind, "text": body, "score": round(self.score, 4),
             "message_ids": list(self.message_ids), "seq": [self.first_seq, self.last_seq],
             "roles": list(self.roles), "time": _iso(self.created_at), "source": self.source,
+            **({"session": self.session.rsplit("/", 1)[-1]} if self.session else {}),
         }
 
 
@@ -117,6 +123,10 @@ class ArchiveBackend(Protocol):
 
     def delete(self, namespace: str) -> None:
         """Delete every vector of the namespace."""
+        ...
+
+    def delete_ids(self, namespace: str, ids: list[str]) -> None:
+        """Delete these vectors of the namespace (ids it does not hold are ignored)."""
         ...
 
     def count(self, namespace: str) -> int:
@@ -190,8 +200,9 @@ class ChromaBackend:
 
     def upsert(self, namespace: str, ids: list[str], embeddings: Any, documents: list[str],
                metadatas: list[dict[str, Any]]) -> None:
-        """Insert or replace vectors by id."""
-        self._collection(namespace).upsert(ids=ids, embeddings=embeddings, documents=documents, metadatas=metadatas)
+        """Insert or replace vectors by id. The texts are not stored in Chroma (the store
+        holds them): a forgotten value is then erased from one place, not two."""
+        self._collection(namespace).upsert(ids=ids, embeddings=embeddings, metadatas=metadatas)
 
     def query(self, namespace: str, embedding: Any, n: int) -> list[tuple[str, float]]:
         """The ``n`` nearest ids with their cosine distances."""
@@ -208,6 +219,11 @@ class ChromaBackend:
         except Exception:  # it did not exist
             pass
 
+    def delete_ids(self, namespace: str, ids: list[str]) -> None:
+        """Delete these vectors of the namespace."""
+        if ids:
+            self._collection(namespace).delete(ids=ids)
+
     def count(self, namespace: str) -> int:
         """Number of vectors the namespace holds."""
         return int(self._collection(namespace).count())
@@ -217,17 +233,76 @@ class ChromaBackend:
         return set(self._collection(namespace).get(include=[])["ids"])
 
 
-# Indexer threads are daemons (a script that forgets close() must still exit), so the
-# interpreter would kill one mid-call into ONNX Runtime at teardown, which aborts the process.
-# Before teardown, every running worker is asked to stop and joined (after its current batch);
+# The indexer thread is a daemon (a script that forgets close() must still exit), so the
+# interpreter would kill it mid-call into ONNX Runtime at teardown, which aborts the process.
+# Before teardown, every running indexer is asked to stop and joined (after its current batch);
 # what it had not embedded stays queued for the next open.
-_WORKERS: weakref.WeakSet[ArchivalTier] = weakref.WeakSet()
+_INDEXERS: weakref.WeakSet[Indexer] = weakref.WeakSet()
 
 
 @atexit.register
-def _stop_workers() -> None:
-    for tier in list(_WORKERS):
-        tier.stop_worker()
+def _stop_indexers() -> None:
+    for indexer in list(_INDEXERS):
+        indexer.stop()
+
+
+class Indexer:
+    """One background thread that writes the archival vectors of every tier that asks
+    (:meth:`ArchivalTier.schedule`), a batch at a time, so that a store serving a thousand
+    sessions runs one indexing thread, not a thousand. Started on first use."""
+
+    def __init__(self, batch: int = 16) -> None:
+        self.batch = batch
+        self._dirty: dict[int, ArchivalTier] = {}
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+
+    def schedule(self, tier: ArchivalTier) -> None:
+        """Flush ``tier`` soon, on the indexer thread."""
+        with self._cond:
+            self._dirty[id(tier)] = tier
+            if self._thread is None or not self._thread.is_alive():
+                self._stopping = False
+                self._thread = threading.Thread(target=self._run, name="memos-archival-indexer", daemon=True)
+                self._thread.start()
+                _INDEXERS.add(self)
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._dirty and not self._stopping:
+                    self._cond.wait()
+                if self._stopping:
+                    return
+                key = next(iter(self._dirty))
+                tier = self._dirty.pop(key)
+            try:
+                more = tier.flush(limit=self.batch)
+            except Exception:  # the tier logs its own failures; one bad tier must not stop the others
+                log.exception("archival indexing failed")
+                more = 0
+            if more:
+                with self._cond:
+                    self._dirty.setdefault(key, tier)
+
+    def stop(self) -> None:
+        """Stop after the current batch; what is queued stays queued (in the store)."""
+        with self._cond:
+            thread = self._thread
+            self._stopping = True
+            self._dirty.clear()
+            self._cond.notify_all()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+        self._thread = None
+        _INDEXERS.discard(self)
+
+    @property
+    def running(self) -> bool:
+        """Whether the indexing thread is alive."""
+        return self._thread is not None and self._thread.is_alive()
 
 
 _CJK_CHAR = re.compile(r"[\u3400-\u9fff\u3000-\u303f\uff00-\uffef]")
@@ -283,9 +358,12 @@ class ArchivalTier:
         namespace: str,
         backend: ArchiveBackend | Callable[[], ArchiveBackend | None] | None,
         embedder: Embedder | Callable[[], Embedder | None] | None,
+        *,
+        indexer: Indexer | None = None,
     ) -> None:
         """``backend`` and ``embedder`` may be given as zero-argument factories: they are
-        then called on first dense use (opening Chroma and loading a model take time)."""
+        then called on first dense use (opening Chroma and loading a model take time).
+        With an ``indexer``, :meth:`schedule` embeds on its thread; without one, at once."""
         self.engine = engine
         self.namespace = namespace
         self._backend_spec = backend
@@ -305,9 +383,7 @@ class ArchivalTier:
         self._lock = threading.RLock()
         self._query_vectors: dict[str, Any] = {}
         self._vectors_seen = False
-        self._worker: threading.Thread | None = None
-        self._wake = threading.Event()
-        self._stopping = False
+        self.indexer = indexer
 
     def _resolve(self) -> None:
         if self._resolved:
@@ -319,8 +395,7 @@ class ArchivalTier:
             try:
                 self.backend = b() if callable(b) and not isinstance(b, ArchiveBackend) else b  # type: ignore[assignment]
             except Exception as exc:
-                warnings.warn(f"memos: the archive backend could not be opened ({exc}); archival search runs "
-                              "keyword-only", RuntimeWarning, stacklevel=3)
+                log.warning("the archive backend could not be opened (%s); archival search runs keyword-only", exc)
                 self.backend = None
             self.embedder = e() if callable(e) and not isinstance(e, Embedder) else e  # type: ignore[assignment]
             self._resolved = True
@@ -384,8 +459,7 @@ class ArchivalTier:
                 )
             except Exception as exc:
                 if not self._warned:
-                    warnings.warn(f"memos: archival vectors could not be written ({exc}); they stay queued",
-                                  RuntimeWarning, stacklevel=2)
+                    log.warning("archival vectors could not be written (%s); they stay queued", exc)
                     self._warned = True
                 return 0
             for r in rows:
@@ -397,39 +471,15 @@ class ArchivalTier:
             return len(rows)
 
     def schedule(self) -> None:
-        """Flush soon: on the background worker when one runs, else now."""
-        if self._worker is None:
+        """Flush soon: on the indexer's thread when there is one, else now."""
+        if self.indexer is None:
             self.flush()
             return
-        self._wake.set()
-
-    def start_worker(self) -> None:
-        """Embed queued items on a background thread from now on (see :meth:`schedule`)."""
-        if self._worker is not None:
-            return
-        self._stopping = False
-        self._worker = threading.Thread(target=self._work, name="memos-archival-indexer", daemon=True)
-        self._worker.start()
-        _WORKERS.add(self)
-
-    def stop_worker(self) -> None:
-        """Stop the background worker after its current batch; queued items stay queued."""
-        worker = self._worker
-        if worker is None:
-            return
-        self._stopping = True
-        self._wake.set()
-        if worker is not threading.current_thread():
-            worker.join()
-        self._worker = None
-        _WORKERS.discard(self)
-
-    def _work(self) -> None:
-        while not self._stopping:
-            self._wake.wait()
-            self._wake.clear()
-            while not self._stopping and self.flush(limit=16):
-                pass
+        # Chroma and the model are opened (imported) here, on the caller's thread: imported on
+        # the indexer's thread while the caller imports openai, a module both need (httpx) can
+        # be seen half-initialised by one of them
+        self._resolve()
+        self.indexer.schedule(self)
 
     def _has_vectors(self) -> bool:
         """Whether any item of this namespace has its vector written (Chroma errors on a
@@ -475,6 +525,14 @@ class ArchivalTier:
         with Session(self.engine) as s:
             return s.exec(select(ArchiveItem.id).where(ArchiveItem.namespace == self.namespace).limit(1)).first() is None
 
+    def has_items_beyond(self, session: str) -> bool:
+        """Whether this namespace holds anything besides ``session``'s own messages (which
+        are archived as they arrive): another session's items, a summary, a note."""
+        with Session(self.engine) as s:
+            q = select(ArchiveItem.id).where(ArchiveItem.namespace == self.namespace,
+                                             (ArchiveItem.session != session) | (ArchiveItem.kind != "message"))
+            return s.exec(q.limit(1)).first() is not None
+
     def get(self, item_id: str) -> ArchiveItem | None:
         """One item of this namespace by id."""
         with Session(self.engine) as s:
@@ -497,7 +555,7 @@ class ArchivalTier:
             return [i for i, d in found if min_similarity is None or 1.0 - d >= min_similarity]
         except Exception as exc:
             if not self._warned:
-                warnings.warn(f"memos: dense search failed ({exc}); using keyword search alone", RuntimeWarning, stacklevel=2)
+                log.warning("dense search failed (%s); using keyword search alone", exc)
                 self._warned = True
             return []
 
@@ -601,7 +659,7 @@ class ArchivalTier:
                 continue
             covered.update(mids)
             hits.append(Hit(r.id, r.kind, r.text, scores[item_id], mids, r.first_seq, r.last_seq, item_roles,
-                            r.created_at, "archive"))
+                            r.created_at, "archive", r.session))
             if len(hits) >= want:
                 break
         return hits[offset:want]

@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from sqlalchemy import Index, text
+from sqlalchemy import Index, event, text
 from sqlalchemy.engine import Engine
-from sqlmodel import Field, Session, SQLModel, col, func, select
+from sqlmodel import Field, Session, col, func, select
 
-from ..store import ensure_pg_text_index, ensure_virtual_tables, pg_any_terms
+from ..store import MemosModel, ensure_pg_text_index, ensure_virtual_tables, pg_any_terms
 from ..text.terms import STOP_WORDS, content_terms
 
 __all__ = [
@@ -55,7 +55,7 @@ RULE_KINDS = ("constraint", "preference")
 SLOT_KINDS = ("fact", "identifier")
 
 
-class FactBase(SQLModel):
+class FactBase(MemosModel):
     """The fields of a fact (a data model: validate through it, see :class:`Fact`)."""
 
     namespace: str = Field(index=True)
@@ -103,8 +103,9 @@ class Fact(FactBase, table=True):
         return f"{self.kind} {self.key}: {self.value}"
 
 
-class ForgetRecord(SQLModel, table=True):
-    """A fact deleted on request: what kind and key it had, not its value."""
+class ForgetRecord(MemosModel, table=True):
+    """A fact deleted on request: its kind, a hash of its key (an identifier's key is the
+    identifier) and of its value, never the value itself."""
 
     __tablename__ = "memos_forget"
 
@@ -118,6 +119,8 @@ class ForgetRecord(SQLModel, table=True):
     # facts for this kind and key from messages up to this seq are not extracted again
     through_seq: int = -1
     created_at: float = Field(default_factory=time.time)
+    # JSON: how many messages, summaries and archive items had the value redacted
+    erased: str = "{}"
 
 
 class FactOp(str, Enum):
@@ -201,6 +204,10 @@ class _Index:
 
 _SPACE = re.compile(r"\s+")
 _WORD = re.compile(r"[\w$€£¥.-]+|[\u4e00-\u9fff]+", re.UNICODE)
+def _digest(key: str) -> str:
+    return "sha256:" + hashlib.sha256(key.encode()).hexdigest()
+
+
 def normalize(value: str) -> str:
     """A value compared for equality: lower case, single spaces, no trailing punctuation."""
     return _SPACE.sub(" ", value).strip().strip(".,;:!?。！？；，").lower()
@@ -292,19 +299,34 @@ class ColdTier:
         for inv in invalidations:
             changes.extend(self._invalidate_matching(session, inv, now))
         for cand in candidates:
-            if forgotten.get((cand.kind, cand.key), -2) >= cand.source_seq:
+            gone = max(forgotten.get((cand.kind, cand.key), -2), forgotten.get((cand.kind, _digest(cand.key)), -2))
+            if gone >= cand.source_seq:
                 continue
             changes.append(self._apply_one(session, cand, now))
         session.flush()
-        for ch in changes:
-            if ch.op is not FactOp.NOOP:
-                self._index_fts(session, ch.fact)
-                if self._known is not None:
-                    self._known.values.add(normalize(ch.fact.value))
-                    self._known.keys.add(ch.fact.key)
-        if any(ch.op is not FactOp.NOOP for ch in changes):
-            self.version += 1
+        written = [ch.fact for ch in changes if ch.op is not FactOp.NOOP]
+        for fact in written:
+            self._index_fts(session, fact)
+        if written:
+            # the caches learn the new values once the transaction commits, and are rebuilt if it fails
+            learned = [(normalize(f.value), f.key) for f in written]
+            event.listen(session, "after_commit", lambda _s: self._learn(learned), once=True)
+            event.listen(session, "after_rollback", lambda _s: self.invalidate_caches(), once=True)
         return changes
+
+    def _learn(self, learned: list[tuple[str, str]]) -> None:
+        if self._known is not None:
+            for value, key in learned:
+                self._known.values.add(value)
+                self._known.keys.add(key)
+        self.version += 1
+
+    def invalidate_caches(self) -> None:
+        """Forget what is cached of the table (after a failed transaction, or a change made
+        elsewhere): the next read rebuilds it."""
+        self._known = None
+        self._forgot = None
+        self.version += 1
 
     def undo(self, log: dict[str, Any], session: Session) -> int:
         """Reverse the changes a compaction event recorded (see :func:`fact_log`): facts it
@@ -428,7 +450,8 @@ class ColdTier:
             self.version += 1
             return row
 
-    def forget(self, fact_id: int, reason: str = "user request", *, through_seq: int | None = None) -> ForgetRecord:
+    def forget(self, fact_id: int, reason: str = "user request", *, through_seq: int | None = None,
+               erased: dict[str, int] | None = None) -> ForgetRecord:
         """Delete a fact (and the rows of its history chain) and record the deletion.
 
         Messages up to ``through_seq`` (default: the newest source of the deleted rows)
@@ -440,9 +463,9 @@ class ColdTier:
             upto = max(r.source_seq for r in chain) if through_seq is None else through_seq
             record = None
             for r in chain:
-                rec = ForgetRecord(namespace=self.namespace, fact_id=int(r.id or 0), kind=r.kind, key=r.key,
+                rec = ForgetRecord(namespace=self.namespace, fact_id=int(r.id or 0), kind=r.kind, key=_digest(r.key),
                                    value_sha256=hashlib.sha256(normalize(r.value).encode()).hexdigest(), reason=reason,
-                                   through_seq=upto)
+                                   through_seq=upto, erased=json.dumps(erased or {}))
                 s.add(rec)
                 record = record or rec
                 if self.fts:

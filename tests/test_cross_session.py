@@ -1,0 +1,206 @@
+"""Long-term memory: what a user set and told in one session is known in the next, never by
+another user; a corrected value supersedes the old one everywhere; forgetting erases."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+from sqlalchemy import inspect
+from sqlmodel import Field, Session, SQLModel, create_engine, select
+
+from memos import Memory, MemoryStore, MemosSettings
+from memos.transfer import export_messages
+
+from .conftest import POSTGRES, assistant, needs_model, user
+
+PASSPORT = "X4471-2290"
+
+
+def _first_session(mem: Memory) -> None:
+    mem.add(user("Never book anything with Ryanair."))
+    mem.add(assistant("Understood, no Ryanair."))
+    mem.add(user("我不吃辣，请记住。"))
+    mem.add(assistant("好的，记住了。"))
+    mem.add(user(f"My passport number is {PASSPORT}, it expires in 2031."))
+    mem.add(assistant("Saved your passport details."))
+    mem.add(user("The dog sitter is called Marguerite and she charges 40 euros a day."))
+    mem.add(assistant("Noted."))
+
+
+def _text(prompt: list[dict]) -> str:
+    return "\n".join(str(m.get("content") or "") for m in prompt)
+
+
+def test_a_new_session_starts_knowing_the_users_rules_facts_and_ids(store):
+    first = Memory("chat-1", user="ana", store=store, budget=2048, tools=[])
+    _first_session(first)
+    first.close()
+
+    second = Memory("chat-2", user="ana", store=store, budget=2048, tools=[])
+    opening = _text(second.context())
+    assert "Ryanair" in opening and "不吃辣" in opening  # the rules, in the very first prompt
+    assert PASSPORT in _text(second.context("what is my passport number?"))
+    assert "Marguerite" in _text(second.context("who looks after the dog, and what does she charge?"))
+    hits = second.retrieve("passport number", 5)
+    assert any(PASSPORT in h.text for h in hits)
+    assert any(h.session.endswith("/chat-1") for h in hits if h.source == "archive")
+
+    other = Memory("chat-1", user="bob", store=store, budget=2048, tools=[])  # same store, another user
+    seen = _text(other.context("what is my passport number? who is the dog sitter? any airline rules?"))
+    assert PASSPORT not in seen and "Ryanair" not in seen and "Marguerite" not in seen and "不吃辣" not in seen
+    assert not other.retrieve("passport Ryanair Marguerite", 10) and not other.facts()
+    for m in (second, other):
+        m.close()
+
+
+def test_share_session_keeps_each_session_to_itself(store):
+    settings = MemosSettings(share="session", budget_tokens=2048)
+    first = Memory("chat-1", user="ana", store=store, settings=settings, tools=[])
+    _first_session(first)
+    second = Memory("chat-2", user="ana", store=store, settings=settings, tools=[])
+    assert "Ryanair" not in _text(second.context()) and not second.facts()
+    assert PASSPORT not in _text(second.context("what is my passport number?"))
+    shared = Memory("chat-3", user="ana", store=store, budget=2048, tools=[])  # the default: the user's
+    assert "Ryanair" not in _text(shared.context())  # what was kept per session stays there
+    for m in (first, second, shared):
+        m.close()
+    with pytest.raises(ValueError, match="share"):
+        MemosSettings(share="everyone")
+
+
+def test_recalled_items_name_the_session_they_came_from(store):
+    first = Memory("trip-planning", user="ana", store=store, budget=2048, tools=[])
+    first.add(user("The hotel in Porto is Casa do Rio, booking reference HTL-5521."))
+    first.add(assistant("Got it."))
+    first.close()
+    second = Memory("follow-up", user="ana", store=store, budget=2048, tools=[])
+    prompt = _text(second.context("which hotel did we pick in Porto?"))
+    assert "HTL-5521" in prompt and "session trip-planning" in prompt
+    second.close()
+
+
+def test_a_correction_in_a_later_session_supersedes_the_old_value(store):
+    first = Memory("s1", user="ana", store=store, budget=2048, tools=[])
+    first.add(user("My address is 12 Rua Augusta, Lisbon."))
+    first.close()
+    second = Memory("s2", user="ana", store=store, budget=2048, tools=[])
+    second.add(user("The address was wrong, my address is 42 Rua do Ouro, Lisbon."))
+    second.close()
+    third = Memory("s3", user="ana", store=store, budget=2048, tools=[])
+    current = [f.value for f in third.facts() if "Rua" in f.value]
+    assert any("42 Rua do Ouro" in v for v in current) and not any("12 Rua Augusta" in v for v in current)
+    assert any("12 Rua Augusta" in f.value and f.status == "superseded" for f in third.facts(include_history=True))
+    prompt = _text(third.context("where do I live? what was my address?"))
+    assert "42 Rua do Ouro" in prompt
+    # the old value may be quoted as history, never as current
+    old_lines = [ln for ln in prompt.splitlines() if "12 Rua Augusta" in ln]
+    assert all("outdated" in ln for ln in old_lines), old_lines
+    third.close()
+
+
+def test_one_store_object_per_url_and_one_indexing_thread(store):
+    before = threading.active_count()
+    sessions = [Memory(f"s{i}", user=f"u{i % 7}", store=store, budget=1024, tools=[]) for i in range(60)]
+    for i, mem in enumerate(sessions):
+        mem.add(user(f"Note {i}: the locker code is {1000 + i}."))
+    assert len({id(m.store) for m in sessions}) == 1
+    assert threading.active_count() - before <= 3  # the indexer and at most two demotion workers
+    for mem in sessions:
+        mem.close()
+    assert sessions[0].store.closed  # the last session closed the store it opened
+
+
+def test_a_memory_store_serves_sessions_and_stays_open(tmp_path):
+    ms = MemoryStore(tmp_path / "m.db")
+    a = ms.session("one", user="ana", budget=2048, tools=[])
+    a.add(user("Always answer in British English."))
+    a.close()
+    assert not ms.closed
+    b = ms.session("two", user="ana", budget=2048, tools=[])
+    assert "British English" in _text(b.context())
+    b.close()
+    ms.close()
+
+
+class AppNote(SQLModel, table=True):
+    """An application's own table, declared on SQLModel's global metadata."""
+
+    __tablename__ = "app_note"
+    id: int | None = Field(default=None, primary_key=True)
+    body: str
+
+
+@pytest.mark.skipif(bool(POSTGRES), reason="compares two SQLite files")
+def test_app_tables_and_memos_tables_never_cross_databases(tmp_path):
+    mem = Memory("s", store=str(tmp_path / "memos.db"), tools=[])
+    mem.add(user("hello"))
+    mem.close()
+    app = create_engine(f"sqlite:///{tmp_path / 'app.db'}")
+    SQLModel.metadata.create_all(app)
+    with Session(app) as s:
+        s.add(AppNote(body="mine"))
+        s.commit()
+        assert s.exec(select(AppNote)).one().body == "mine"
+    app_tables = set(inspect(app).get_table_names())
+    memos_tables = set(inspect(create_engine(f"sqlite:///{tmp_path / 'memos.db'}")).get_table_names())
+    assert "app_note" in app_tables and not any(t.startswith("memos_") for t in app_tables)
+    assert "app_note" not in memos_tables and "memos_message" in memos_tables
+
+
+def _store_files(store: str) -> list[Path]:
+    base = Path(store)
+    files = [p for p in base.parent.glob(base.name + "*") if p.is_file()]
+    chroma = Path(store + ".chroma")
+    if chroma.is_dir():
+        files += [p for p in chroma.rglob("*") if p.is_file()]
+    return files
+
+
+@needs_model
+@pytest.mark.skipif(bool(POSTGRES), reason="reads the bytes of the SQLite and Chroma files")
+def test_forget_erases_the_value_from_prompts_search_export_and_every_byte(store):
+    number = "HIC-88410-2207"
+    mem = Memory("s1", user="ana", store=store, budget=1024, tools=[])
+    mem.add(user(f"My health insurance number is {number}."))
+    mem.add(assistant(f"Saved: health insurance {number}."))
+    for i in range(40):  # enough to demote it: it is in the summary, the archive and the facts
+        mem.add(user(f"Tell me about museum number {i} in Lisbon, its opening hours and the nearest metro."))
+        mem.add(assistant(f"Museum {i} opens at 10:00; the nearest metro is station {i}. Tickets cost {i + 5} euros."))
+    mem.flush()
+    later = Memory("s2", user="ana", store=store, budget=1024, tools=[])
+    assert number in _text(later.context("what is my health insurance number?"))
+    facts = [f for f in mem.facts() if number in f.value]
+    assert facts
+    record = mem.forget(int(facts[0].id))  # type: ignore[arg-type]
+    assert json.loads(record.erased)["messages"] >= 2
+    mem.flush()
+    for m in (mem, later):
+        assert number not in _text(m.context("what is my health insurance number?"))
+        assert not any(number in h.text for h in m.retrieve(f"health insurance number {number}", 20))
+        assert not any(number in json.dumps(d) for d in export_messages(m))
+        assert not any(number in f.value for f in m.facts(include_history=True))
+    mem.close()
+    later.close()
+    needle = number.encode()
+    leaks = [p.name for p in _store_files(store) if needle in p.read_bytes()]
+    assert not leaks, f"{number} still on disk in {leaks}"
+
+
+@pytest.mark.skipif(bool(POSTGRES), reason="reads the bytes of the SQLite files")
+def test_delete_user_removes_everything_of_that_user_only(store):
+    ms = MemoryStore(store)
+    ana = ms.session("s1", user="ana", budget=2048, tools=[])
+    bob = ms.session("s1", user="bob", budget=2048, tools=[])
+    ana.add(user("My locker code is LCK-90817, never share it."))
+    bob.add(user("My bike lock code is BLK-55120."))
+    gone = ms.delete_user("ana")
+    assert gone.messages == 1 and gone.facts >= 1
+    assert ana.history() == [] and not ana.facts() and "LCK-90817" not in _text(ana.context())
+    assert "BLK-55120" in _text(bob.context("what is my bike lock code?"))
+    ana.close()
+    bob.close()
+    ms.close()
+    assert not any(b"LCK-90817" in p.read_bytes() for p in _store_files(store))
