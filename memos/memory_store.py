@@ -114,13 +114,13 @@ class MemoryStore(Store):
             found._holders = 1
             return found
         with _SHARED_LOCK:
-            found = _SHARED.get(key)
-            if found is None or found.closed:
-                found = cls(store)
-                found._shared_key = key
-                _SHARED[key] = found
-            found._holders += 1
-            return found
+            held = _SHARED.get(key)
+            if held is None or held.closed:
+                held = cls(store)
+                held._shared_key = key
+                _SHARED[key] = held
+            held._holders += 1
+            return held
 
     def release(self) -> None:
         """Let go of a hold taken by :meth:`shared`; the last one closes the store."""
@@ -211,13 +211,17 @@ class MemoryStore(Store):
         in the database files (see :meth:`scrub`). Open sessions of the user start empty."""
         prefix = namespace_key((user,))
         like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "/%"
+        with self.indexer.paused():
+            return self._delete_user(user, prefix, like)
+
+    def _delete_user(self, user: str, prefix: str, like: str) -> UserDeletion:
         counts: dict[str, int] = {}
         from .store import CompactionRow
         from .tiers.cold import Fact, ForgetRecord
 
         with Session(self.engine) as s:
             item_rows = s.exec(select(ArchiveItem.id, ArchiveItem.namespace).where(
-                (ArchiveItem.namespace == prefix) | col(ArchiveItem.namespace).like(like, escape="\\"))).all()
+                (col(ArchiveItem.namespace) == prefix) | col(ArchiveItem.namespace).like(like, escape="\\"))).all()
             scopes = sorted({ns for _, ns in item_rows})
             for name, table in (("messages", MessageRow), ("summaries", SummaryRow), ("events", CompactionRow),
                                 ("facts", Fact), ("forget", ForgetRecord), ("archive_items", ArchiveItem)):

@@ -38,16 +38,17 @@ def _preview(data: dict[str, Any], chars: int = 160) -> str:
 def snapshot(mem: Memory) -> dict[str, Any]:
     """The tiers of a session as JSON-able data: hot messages, the summary with its version,
     pinned messages, pinned and current facts, archival counts, the compaction log, stats."""
-    hot = mem._hot
+    hot = mem.hot()
     st = mem.stats()
-    summary = mem._summary
+    summary = mem.summary_version()
     return {
         "namespace": {"user": mem.namespace[0], "agent": mem.namespace[1], "session": mem.namespace[2]}
         if len(mem.namespace) == 3 else list(mem.namespace),
         "stats": {k: getattr(st, k) for k in st.__dataclass_fields__},
-        "hot": [{"id": m.id, "seq": m.seq, "role": m.role, "tokens": m.tokens, "compacted": m.id in mem._compacted,
+        "hot": [{"id": m.id, "seq": m.seq, "role": m.role, "tokens": m.tokens, "compacted": mem.is_compacted(m.id),
                  "pinned": m.pinned, "preview": _preview(m.data)} for m in hot],
-        "pinned_messages": [{"id": m.id, "seq": m.seq, "role": m.role, "preview": _preview(m.data)} for m in mem._pinned],
+        "pinned_messages": [{"id": m.id, "seq": m.seq, "role": m.role, "preview": _preview(m.data)}
+                            for m in mem.pinned_messages()],
         "summary": {"version": summary.version, "kind": summary.kind, "tokens": summary.tokens,
                     "through_seq": summary.through_seq, "text": summary.text} if summary else None,
         "facts": [{"id": f.id, "kind": f.kind, "key": f.key, "value": f.value, "pinned": f.pinned,
@@ -85,12 +86,10 @@ def import_messages(mem: Memory, lines: Iterable[str]) -> int:
         if not isinstance(data, dict):
             raise InvalidMessage(f"line {n}: expected a JSON object, got {type(data).__name__}")
         batch.append({k: v for k, v in data.items() if k not in EXPORT_KEYS})
-    from .messages import validate_batch
-
     if not batch:
         return 0
     try:
-        validate_batch(batch, mem._pending_calls(), mem._call_ids)
+        mem.validate(batch)
     except InvalidMessage as exc:
         raise InvalidMessage(f"{exc} (in the imported file; nothing was added)") from None
     for i in range(0, len(batch), _IMPORT_BATCH):

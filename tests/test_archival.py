@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
-import logging
 import warnings
 from pathlib import Path
 

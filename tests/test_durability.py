@@ -39,7 +39,7 @@ def _ingest(mem: Memory, n: int) -> list[tuple[int, list[str], str, set[int | No
     """Add ``n`` turns; before each, note (events so far, hot ids, summary, current fact ids)."""
     states = []
     for i in range(n):
-        states.append((len(mem.compactions()), [m.id for m in mem._hot], mem.summary(), {f.id for f in mem.facts()}))
+        states.append((len(mem.compactions()), [m.id for m in mem.hot()], mem.summary(), {f.id for f in mem.facts()}))
         if i % 4 == 3:
             mem.add(tool_chain(f"c{i}", result=json.dumps({"order": f"ORD-{20000 + i}", "rows": ["item"] * 30})))
         else:
@@ -64,7 +64,7 @@ def test_rollback_restores_the_hot_tier_summary_and_facts_from_before_the_event(
     result = mem.rollback(target.id)
     assert result.undone[0] == events[-1].id and result.undone[-1] == target.id
     assert mem.summary() == summary_before
-    hot_now = [m.id for m in mem._hot]
+    hot_now = [m.id for m in mem.hot()]
     assert hot_now[: len(hot_before)] == hot_before  # the demoted messages are back, in order
     assert set(hot_now) >= set(added_after)
     assert len(mem.history()) == logged_before  # nothing deleted from the log
@@ -85,7 +85,7 @@ def test_rollback_restores_the_hot_tier_summary_and_facts_from_before_the_event(
         mem.rollback("1")  # type: ignore[arg-type]
     mem.add(user("after the rollback the session goes on"))
     reopened = make_memory(budget=900)
-    assert [m.id for m in reopened._hot] == [m.id for m in mem._hot] and reopened.summary() == mem.summary()
+    assert [m.id for m in reopened.hot()] == [m.id for m in mem.hot()] and reopened.summary() == mem.summary()
 
 
 def test_rollback_refuses_another_sessions_event(make_memory):
@@ -104,7 +104,7 @@ def test_inspect_json_shows_the_tiers_and_the_compaction_log(store, capsys):
     mem.add(user("Never call me before 9am."))
     _ingest(mem, 16)
     mem.flush()
-    hot = [m.id for m in mem._hot]
+    hot = [m.id for m in mem.hot()]
     facts = {f.id for f in mem.facts()}
     mem.close()
     capsys.readouterr()

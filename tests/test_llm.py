@@ -167,7 +167,7 @@ def test_background_compaction_keeps_the_turn_going_and_the_context_valid(server
     settings = MemosSettings(budget_tokens=1500, background_compaction=True)
     mem = Memory("bg", store=store, settings=settings, llm=config(server, timeout_s=20, deadline_s=30))
     added = 0
-    while mem._pending is None:
+    while not mem.compacting:
         added += fill(mem, added, 1)
     # a demotion is being prepared (the LLM is held); the units it takes are still hot
     assert mem.stats().demotions == 0
@@ -176,7 +176,7 @@ def test_background_compaction_keeps_the_turn_going_and_the_context_valid(server
     assert mem.counter.count_messages(ctx) <= 1500 and find_orphans(ctx) == []
     assert len(mem.history()) == added
     server.hold.set()
-    mem._pending.result(timeout=30)
+    mem.wait()
     mem.add(user("and now?"))
     assert mem.stats().demotions >= 1
     assert any(e.summarizer == "llm" for e in mem.store.compactions(mem.namespace))

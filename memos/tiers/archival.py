@@ -18,6 +18,7 @@ by namespace, time range, kind and role.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
 import json
 import logging
@@ -25,7 +26,7 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -255,6 +256,7 @@ class Indexer:
         self.batch = batch
         self._dirty: dict[int, ArchivalTier] = {}
         self._cond = threading.Condition()
+        self._busy = threading.Lock()  # held for each batch
         self._thread: threading.Thread | None = None
         self._stopping = False
 
@@ -279,13 +281,21 @@ class Indexer:
                 key = next(iter(self._dirty))
                 tier = self._dirty.pop(key)
             try:
-                more = tier.flush(limit=self.batch)
+                with self._busy:
+                    more = tier.flush(limit=self.batch)
             except Exception:  # the tier logs its own failures; one bad tier must not stop the others
                 log.exception("archival indexing failed")
                 more = 0
             if more:
                 with self._cond:
                     self._dirty.setdefault(key, tier)
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """No batch runs inside this block (one running is finished first): deletions take
+        it, so that no batch writes a vector or holds a read transaction while they scrub."""
+        with self._busy:
+            yield
 
     def stop(self) -> None:
         """Stop after the current batch; what is queued stays queued (in the store)."""

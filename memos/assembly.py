@@ -1,0 +1,349 @@
+"""Context assembly: the prompt, section by section, within the budget.
+
+:class:`ContextAssembler` renders the hot tier (clipping long messages, placeholders for
+hidden tool results) and builds the optional sections (the pinned rules, the relevant
+facts, the rolling summary, recalled memory) within the room the pager leaves them
+(:class:`Rooms`), caching each rendering until what it shows changes. It reads the session
+state, the cold tier and recall; it changes nothing but its caches.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .config import MemosSettings
+from .messages import Message
+from .paging.context import assemble, facts_message, pinned_message, pressure_message, recall_message, summary_message
+from .paging.guards import extract_constraints
+from .recall import Recall
+from .state import SessionState
+from .text.terms import content_terms
+from .tiers.cold import ColdTier
+from .tiers.hot import Unit, clip_json, group_units, placeholder, render_text, tool_names
+from .tiers.warm import fit_summary
+from .tokens import REPLY_PRIMING, TokenCounter
+
+__all__ = ["ContextAssembler", "Rooms", "recall_room"]
+
+_MIN_CLIP_TOKENS = 48
+
+
+@dataclass(frozen=True)
+class Rooms:
+    """Tokens left to the optional sections; None means their own cap."""
+
+    recall: int | None = None
+    facts: int | None = None
+    summary: int | None = None
+    pinned: int | None = None  # room of the automatic pins
+    recall_room: int = 0  # tokens left for recalled memory once everything else is placed
+
+
+def recall_room(rooms: Rooms) -> int:
+    """The room recalled memory may take."""
+    return rooms.recall_room if rooms.recall is None else min(rooms.recall, rooms.recall_room)
+
+
+class ContextAssembler:
+    """Builds the prompt of one session from its state, facts and recall (see the module docs)."""
+
+    def __init__(self, state: SessionState, settings: MemosSettings, counter: TokenCounter, cold: ColdTier,
+                 recall: Recall, tools_tokens: int) -> None:
+        self.state = state
+        self.settings = settings
+        self.counter = counter
+        self.cold = cold
+        self.recall = recall
+        self.tools_tokens = tools_tokens  # the tool schemas the request carries
+        self._pinned_shown: dict[tuple[Any, ...], frozenset[int]] = {}  # fact ids each cached pinned section shows
+        self._render_cache: dict[tuple[str, int, bool], tuple[dict[str, Any], int]] = {}
+        self._section_cache: dict[tuple[Any, ...], tuple[dict[str, Any] | None, int]] = {}
+        self._hot_cache: tuple[tuple[Any, ...], int] | None = None
+
+    def reset(self) -> None:
+        """Drop every cache (the session was read again)."""
+        self._pinned_shown.clear()
+        self._render_cache.clear()
+        self._section_cache.clear()
+        self._hot_cache = None
+
+    def forget_rendered(self, ids: set[str]) -> None:
+        """Drop the renderings of messages that left the hot tier."""
+        self._render_cache = {k: v for k, v in self._render_cache.items() if k[0] not in ids}
+
+    def message_cap(self, unit_size: int) -> int:
+        return max(_MIN_CLIP_TOKENS, self.settings.hot_target_tokens // max(1, unit_size))
+
+    def render(self, m: Message, cap: int, names: dict[str, str]) -> tuple[dict[str, Any], int]:
+        compacted = m.id in self.state.compacted
+        key = (m.id, cap, compacted)
+        hit = self._render_cache.get(key)
+        if hit is not None:
+            return hit
+        data = m.data
+        if compacted:
+            text = placeholder(m, names.get(str(data.get("tool_call_id")), "a tool"),
+                               self.settings.placeholder_preview_chars)
+            data = {"role": "tool", "tool_call_id": data["tool_call_id"], "content": text}
+        if m.tokens > cap and (data.get("content") or "") != "":
+            marker = f" … [memos: clipped; full text in the memory log as message {m.id}] … "
+            body = render_text(data) if not isinstance(data.get("content"), str) else data["content"]
+            overhead = self.counter.count_message({**data, "content": ""})
+            clipped = None
+            if m.role == "tool":  # a JSON result stays JSON the model can parse
+                clipped = clip_json(body, max(0, cap - overhead), self.counter.count,
+                                    f"clipped; full text in the memory log as message {m.id}")
+            data = {**data, "content": clipped or self.counter.clip(body, max(0, cap - overhead), marker)}
+        out = (data, self.counter.count_message(data) if data is not m.data else m.tokens)
+        self._render_cache[key] = out
+        return out
+
+    def render_unit(self, unit: Unit, names: dict[str, str]) -> list[tuple[dict[str, Any], int]]:
+        cap = self.message_cap(len(unit.messages))
+        return [self.render(m, cap, names) for m in unit.messages]
+
+    def unit_tokens(self, unit: Unit) -> int:
+        return sum(t for _, t in self.render_unit(unit, tool_names([unit])))
+
+    def pinned_section(self, query: str | None = None, room: int | None = None) -> tuple[dict[str, Any] | None, int]:
+        """The pinned section: every explicit pin (``pin()``), then the rules pinned
+        automatically, ranked by relevance to the latest user message (or ``query``), then by
+        recency, within the section's cap (``room``, when smaller). Rules past the cap stay
+        facts, shown in the facts section when relevant; a line tells the agent so."""
+        key = self._pinned_key(query, room)
+        hit = self._section_cache.get(key)
+        if hit is not None:
+            return hit
+        text = self.relevance_text(query)
+        cap = self.settings.pinned_max_tokens if room is None else min(room, self.settings.pinned_max_tokens)
+        explicit, auto = self.pinned_lines()
+        wanted = content_terms(text)
+        # relevance to what is asked (capped, so one shared word does not outrank a sure rule),
+        # how sure the detector was, then recency; a line nearly the same as one already chosen
+        # waits (twenty "look up record N please" are not twenty rules)
+        ranked = sorted(auto, key=lambda a: (-(min(2, len(wanted & content_terms(a[0]))) + 2 * a[3]), -a[2]))
+        lines = [line for line, _ in explicit]
+        shown = {fid for _, fid in explicit if fid is not None}
+        used = self.counter.count_message(pinned_message(lines or ["x"]) or {})
+        chosen: list[frozenset[str]] = []
+        distinct, later = [], []
+        for entry in ranked:
+            terms = content_terms(entry[0])
+            if any(len(terms & c) >= 0.6 * max(1, len(terms | c)) for c in chosen):
+                later.append(entry)
+            else:
+                chosen.append(terms)
+                distinct.append(entry)
+        taken: list[tuple[str, int | None]] = []
+        for line, fid, _seq, _conf in distinct + later:
+            cost = self.counter.count(line) + 2
+            if used + cost <= cap:
+                taken.append((line, fid))
+                used += cost
+        while True:  # the line telling the agent about the rest must fit too
+            skipped = len(auto) - len(taken)
+            notice = [f"+{skipped} more stated rule(s), kept as facts: shown when relevant, found by `retrieve`"]
+            notice = notice if skipped else []
+            msg = pinned_message(lines + [ln for ln, _ in taken] + notice)
+            out = (msg, self.counter.count_message(msg) if msg else 0)
+            if not skipped or out[1] <= max(cap, used) or not taken:
+                break
+            taken.pop()
+        shown.update(fid for _, fid in taken if fid is not None)
+        if len(self._pinned_shown) > 16:
+            self._section_cache = {k: v for k, v in self._section_cache.items() if k[0] != "pinned"}
+            self._pinned_shown.clear()
+        self._section_cache[key] = out
+        self._pinned_shown[key] = frozenset(shown)
+        return out
+
+    def _pinned_key(self, query: str | None, room: int | None) -> tuple[Any, ...]:
+        return ("pinned", self.cold.version, tuple((m.id, m.pinned) for m in self.state.pinned),
+                self.relevance_text(query), room)
+
+    def pinned_lines(self) -> tuple[list[tuple[str, int | None]], list[tuple[str, int | None, int, float]]]:
+        """Explicit pins (line, fact id) and automatic ones (line, fact id, seq, confidence),
+        without repeats: a message the user pinned wins over a fact holding the same text."""
+        explicit: list[tuple[str, int | None]] = []
+        auto: list[tuple[str, int | None, int, float]] = []
+        seen: set[str] = set()
+        cap = self.message_cap(1)
+
+        def message_line(m: Message) -> tuple[str, str] | None:
+            sentences = [] if m.pinned else [c for c in extract_constraints(m.text) if not self.cold.knows(c)]
+            body = " ".join(sentences) if sentences else render_text(m.data)
+            if body.lower() in seen:
+                return None
+            seen.add(body.lower())
+            if self.counter.count(body) > cap:
+                body = self.counter.clip(body, cap, f" … [clipped; message {m.id}] … ")
+            return body, f"({m.role}, #{m.seq}) {body}"
+
+        for m in self.state.pinned:
+            if m.pinned and (got := message_line(m)) is not None:
+                explicit.append((got[1], None))
+        for f in self.cold.facts(pinned=True):
+            value = f.value.lower()
+            if value in seen:
+                continue
+            seen.add(value)
+            if f.origin == "explicit":
+                explicit.append((f.line(), f.id))
+            else:
+                auto.append((f.line(), f.id, f.source_seq, f.confidence))
+        for m in self.state.pinned:
+            if not m.pinned and (got := message_line(m)) is not None:
+                auto.append((got[1], None, m.seq, 0.5))
+        return explicit, auto
+
+    def shown_pins(self, query: str | None, room: int | None) -> frozenset[int]:
+        """Ids of the pinned facts the pinned section shows for this query."""
+        key = self._pinned_key(query, room)
+        if key not in self._pinned_shown:
+            self._section_cache.pop(key, None)
+            self.pinned_section(query, room)
+        return self._pinned_shown[key]
+
+    def fit_section(self, make: Callable[[Sequence[str]], dict[str, Any] | None], lines: list[str],
+                     limit: int) -> tuple[dict[str, Any] | None, int]:
+        """The section message for ``lines``, dropping its last lines until its real token
+        count is within ``limit`` (line costs added up can differ from the whole by a token or two)."""
+        while lines:
+            msg = make(lines)
+            tokens = self.counter.count_message(msg) if msg else 0
+            if tokens <= limit:
+                return msg, tokens
+            lines = lines[:-1]
+        return None, 0
+
+    def relevance_text(self, query: str | None) -> str:
+        """What the optional sections are chosen for: ``query``, else the newest user message."""
+        return query if query is not None else self.state.last_user_text()
+
+    def facts_section(self, query: str | None, room: int | None, pinned_room: int | None = None
+                       ) -> tuple[dict[str, Any] | None, int]:
+        text = self.relevance_text(query)
+        shown = self.shown_pins(query, pinned_room)
+        key = ("facts", self.cold.version, text, room, shown)
+        hit = self._section_cache.get(key)
+        if hit is not None:
+            return hit
+        limit = self.settings.facts_max_tokens if room is None else min(room, self.settings.facts_max_tokens)
+        chosen: list[str] = []
+        msg = None
+        tokens = 0
+        if limit > 40:
+            hits = [f for f in self.cold.search(text, limit=20) if f.id not in shown] if text else []
+            seen: set[int | None] = set()
+            used = self.counter.count_message(facts_message(["x"]) or {})
+            for f in hits:
+                if f.id in seen:
+                    continue
+                seen.add(f.id)
+                line = f.line()
+                cost = self.counter.count(line) + 2
+                if used + cost > limit:
+                    continue
+                chosen.append(line)
+                used += cost
+            msg, tokens = self.fit_section(facts_message, chosen, limit)
+        out = (msg, tokens)
+        if len(self._section_cache) > 128:
+            self._section_cache.clear()
+        self._section_cache[key] = out
+        return out
+
+    def summary_section(self, room: int | None) -> tuple[dict[str, Any] | None, int]:
+        if self.state.summary is None:
+            return None, 0
+        key = ("summary", self.state.summary.version, room)
+        hit = self._section_cache.get(key)
+        if hit is not None:
+            return hit
+        text = self.state.summary.text
+        if room is not None:
+            text = fit_summary(text, max(0, room - 40), self.counter) if room > 40 else ""
+        msg = summary_message(text, self.state.summary.through_seq)
+        out = (msg, self.counter.count_message(msg) if msg else 0)
+        if room is not None and out[1] > room:
+            out = self.fit_section(lambda lines: summary_message("\n".join(lines), self.state.summary.through_seq)  # type: ignore[union-attr]
+                                    if lines else None, text.splitlines(), room)
+        if len(self._section_cache) > 64:
+            self._section_cache.clear()
+        self._section_cache[key] = out
+        return out
+
+    def recall_section(self, query: str | None, room: int) -> tuple[dict[str, Any] | None, int]:
+        """Recalled memory within ``room``: recall has its share of the budget, and the part of
+        the hot tier's share that the hot tier does not use (a new session's prompt is mostly
+        what it recalls)."""
+        text = self.relevance_text(query) if self.settings.auto_recall else ""
+        if room <= 40:
+            return None, 0
+        key = ("recall", *self.recall.cache_key(text), room)
+        hit = self._section_cache.get(key)
+        if hit is not None:
+            return hit
+        limit = min(room, self.settings.recall_max_tokens + max(0, self.settings.hot_target_tokens - self.hot_tokens()))
+        lines = self.recall.lines(text, limit)
+        out = self.fit_section(recall_message, lines, limit)
+        if len(self._section_cache) > 128:
+            self._section_cache.clear()
+        self._section_cache[key] = out
+        return out
+
+    def hot_tokens(self) -> int:
+        # compaction only adds to the set while the hot tier keeps its first message, so its size is enough
+        hot = self.state.hot
+        key = (len(hot), hot[0].id if hot else "", hot[-1].id if hot else "", len(self.state.compacted))
+        if self._hot_cache is not None and self._hot_cache[0] == key:
+            return self._hot_cache[1]
+        total = sum(self.unit_tokens(u) for u in group_units(self.state.hot))
+        self._hot_cache = (key, total)
+        return total
+
+    def total(self, extra: int, query: str | None, rooms: Rooms) -> int:
+        system = sum(m.tokens for m in self.state.system)
+        _, pinned = self.pinned_section(query, rooms.pinned)
+        _, facts = self.facts_section(query, rooms.facts, rooms.pinned)
+        _, summary = self.summary_section(rooms.summary)
+        _, recall = self.recall_section(query, recall_room(rooms))
+        return system + pinned + facts + summary + recall + self.hot_tokens() + extra + REPLY_PRIMING
+
+    def build(self, query_msg: dict[str, Any] | None, query: str | None, rooms: Rooms) -> list[dict[str, Any]]:
+        """The prompt from sections computed once each; the pressure notice and then the
+        recalled memory take only the room the others leave."""
+        units = group_units(self.state.hot)
+        names = tool_names(units)
+        rendered = [r for u in units for r in self.render_unit(u, names)]
+        pinned, pinned_t = self.pinned_section(query, rooms.pinned)
+        facts, facts_t = self.facts_section(query, rooms.facts, rooms.pinned)
+        summary, summary_t = self.summary_section(rooms.summary)
+        budget = self.settings.budget_tokens
+        base = (sum(m.tokens for m in self.state.system) + pinned_t + facts_t + summary_t + sum(t for _, t in rendered)
+                + (self.counter.count_message(query_msg) if query_msg else 0) + REPLY_PRIMING + self.tools_tokens)
+        notice = None
+        # pressure is measured against the room paging works in (the budget less the recall
+        # reserve), so the notice comes before a demotion, whatever recall adds afterwards
+        paged = budget * (1.0 - (self.settings.recall_reserve if self.settings.auto_recall else 0.0))
+        if self.settings.pressure_notice and base > paged * self.settings.warning_threshold:
+            notice = pressure_message(min(1.0, base / paged))
+            if base + self.counter.count_message(notice) > budget:
+                notice = None
+        room = budget - base - (self.counter.count_message(notice) if notice else 0)
+        recalled, _ = self.recall_section(query, max(0, min(recall_room(rooms), room)))
+        out = assemble(
+            system=[m.data for m in self.state.system],
+            pinned=pinned,
+            facts=facts,
+            summary=summary,
+            recalled=recalled,
+            hot=[d for d, _ in rendered],
+            query=query_msg,
+            notice=notice,
+        )
+        return [copy.deepcopy(d) if ("tool_calls" in d or isinstance(d.get("content"), list)) else dict(d) for d in out]
+

@@ -1,0 +1,108 @@
+"""Pins: what the user (or the agent) asks to keep in every prompt.
+
+A message, a fact or a new rule can be pinned (:meth:`memos.Memory.pin`). Explicit pins
+always appear, so together they must fit the pinned section's cap: a pin over it is refused
+here, with :class:`~memos.errors.PinLimitExceeded`, never later in ``context()``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .assembly import ContextAssembler
+from .config import MemosSettings
+from .errors import PinLimitExceeded
+from .paging.context import pinned_message
+from .state import SessionState
+from .store import Store
+from .tiers.cold import ColdTier, Fact, FactCandidate, fact_key
+from .tiers.hot import render_text
+from .tokens import TokenCounter
+
+__all__ = ["Pins"]
+
+
+class Pins:
+    """Pinning and unpinning for one session."""
+
+    def __init__(self, state: SessionState, settings: MemosSettings, counter: TokenCounter, store: Store,
+                 cold: ColdTier, assembler: ContextAssembler) -> None:
+        self.state = state
+        self.settings = settings
+        self.counter = counter
+        self.store = store
+        self.cold = cold
+        self.assembler = assembler
+
+    def pin(self, message_id: str | None = None, fact_id: int | None = None, text: str | None = None) -> Fact | None:
+        """See :meth:`memos.Memory.pin`."""
+        target = one_of(message_id=message_id, fact_id=fact_id, text=text)
+        if target == "message_id":
+            found = [m for m, _, _ in self.store.load_messages(self.state.namespace) if m.id == str(message_id)]
+            if not found:
+                raise ValueError(f"no message with id {message_id!r} in session {self.state.namespace!r}")
+            m = found[0]
+            if not m.pinned:
+                self._check_room(f"({m.role}, #{m.seq}) {render_text(m.data)}")
+            self._set(str(message_id), True)
+            return None
+        if target == "fact_id":
+            fact = self.cold.get(int(fact_id))  # type: ignore[arg-type]
+            if not (fact.pinned and fact.origin == "explicit"):
+                self._check_room(fact.line())
+            return self.cold.set_pinned(int(fact_id), True, origin="explicit")  # type: ignore[arg-type]
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError("pin(text=...) needs non-empty text")
+        body = " ".join(text.split())
+        self._check_room(f"constraint: {body}")
+        changes = self.cold.apply([FactCandidate("constraint", fact_key("constraint", body), body, (),
+                                                 self.state.next_seq - 1, pinned=True, origin="explicit")])
+        fact = changes[0].fact
+        if fact.pinned and fact.origin == "explicit":
+            return fact
+        return self.cold.set_pinned(int(fact.id), True, origin="explicit")  # type: ignore[arg-type]
+
+    def unpin(self, message_id: str | None = None, fact_id: int | None = None) -> None:
+        """See :meth:`memos.Memory.unpin`."""
+        target = one_of(message_id=message_id, fact_id=fact_id)
+        if target == "message_id":
+            self._set(str(message_id), False)
+        else:
+            self.cold.set_pinned(int(fact_id), False)  # type: ignore[arg-type]
+
+    def _check_room(self, line: str) -> None:
+        explicit, _ = self.assembler.pinned_lines()
+        lines = [ln for ln, _ in explicit] + [line]
+        needed = self.counter.count_message(pinned_message(lines) or {})
+        cap = self.settings.pinned_max_tokens
+        if needed > cap:
+            raise PinLimitExceeded(needed, cap, f"{len(explicit)} explicit pin(s) already")
+
+    def _set(self, message_id: str, pinned: bool) -> None:
+        s, ns = self.state, self.state.namespace
+        for tier in (s.system, s.hot, s.pinned):
+            for i, m in enumerate(tier):
+                if m.id == message_id:
+                    if tier is s.pinned and not pinned:
+                        del tier[i]
+                        self.store.set_flags(ns, [message_id], pinned=False, tier="warm")
+                    else:
+                        tier[i] = replace(m, pinned=pinned)
+                        self.store.set_flags(ns, [message_id], pinned=pinned)
+                    return
+        for m, _tier, _ in self.store.load_messages(ns):
+            if m.id == message_id:
+                if pinned:
+                    self.store.set_flags(ns, [message_id], pinned=True, tier="pinned")
+                    s.pinned.append(replace(m, pinned=True))
+                    s.pinned.sort(key=lambda x: x.seq)
+                return
+        raise ValueError(f"no message with id {message_id!r} in session {ns!r}")
+
+
+def one_of(**options: object) -> str:
+    """The name of the one option given (not None); ``ValueError`` unless exactly one is."""
+    given = [k for k, v in options.items() if v is not None]
+    if len(given) != 1:
+        raise ValueError(f"give exactly one of {', '.join(options)}; got {', '.join(given) or 'none'}")
+    return given[0]

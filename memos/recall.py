@@ -1,0 +1,182 @@
+"""Recall: what the archive and the facts bring back into a session.
+
+Every message is archived as it arrives, and the archive (like the facts) belongs to the
+user by default, so recall reaches this session's demoted messages and the user's past
+sessions alike. :class:`Recall` answers :meth:`~memos.Memory.retrieve` (archive and facts,
+fused by reciprocal rank), chooses the lines of the recalled-memory section for a query
+within a token limit, and brings back what the assistant referred to that has left the hot
+tier. Recalled lines are grouped under one heading per session and day, and a line quoting
+a value that was corrected later is marked outdated.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from .config import MemosSettings
+from .paging.context import recall_message
+from .paging.guards import references
+from .state import SessionState
+from .tiers.archival import ArchivalTier, Hit, rrf
+from .tiers.cold import ColdTier, Fact
+from .tokens import TokenCounter
+
+__all__ = ["Recall", "fact_hit"]
+
+
+class Recall:
+    """Searches the archive and the facts for one session (see the module docs)."""
+
+    def __init__(self, state: SessionState, settings: MemosSettings, counter: TokenCounter, cold: ColdTier,
+                 archival: ArchivalTier) -> None:
+        self.settings = settings
+        self.counter = counter
+        self.cold = cold
+        self.archival = archival
+        self.promoted: list[Hit] = []  # retrieve(promote=True) hits, shown until the next user message
+        self._superseded: tuple[int, list[str]] | None = None
+        self.state = state
+        self.reset()
+
+    def reset(self) -> None:
+        """Start over after the session was read again."""
+        self.promoted = []
+        # whether a search can find anything the prompt does not already hold: while every
+        # message of the session is hot and nothing else is archived, it cannot
+        s = self.state
+        self.possible = bool(s.events or s.pinned) or self.archival.has_items_beyond(s.key)
+
+    def cache_key(self, text: str) -> tuple[Any, ...]:
+        """What the recalled lines for ``text`` depend on."""
+        hot = self.state.hot
+        return (self.archival.version, self.cold.version, text, tuple(h.id for h in self.promoted), len(hot),
+                hot[-1].id if hot else "")
+
+    # -- the recalled-memory section -----------------------------------------------
+
+    def lines(self, text: str, limit: int) -> list[str]:
+        """The recalled section's lines for ``text`` within ``limit`` tokens (with the header):
+        promoted hits first, then what the assistant referred to, then the search."""
+        hot = {m.id for m in self.state.hot}
+        hits = list(self.promoted) + self.referenced_hits(hot)
+        if text and self.possible:
+            hits += self.archival.search(text, self.settings.recall_top_k, exclude_message_ids=hot,
+                                         min_similarity=self.settings.recall_min_similarity)
+        seen: set[str] = set()
+        superseded = self.superseded()
+        used = self.counter.count_message(recall_message(["x"]) or {})
+        per_item = max(24, limit // 3)
+        chosen: list[tuple[Hit, str]] = []
+        groups: set[str] = set()
+        for h in hits:
+            # an earlier summary version restates messages the archive holds verbatim: retrieve finds it
+            if h.id in seen or (h.message_ids and set(h.message_ids) <= hot) or h.kind == "summary":
+                continue
+            seen.add(h.id)
+            body = _body(h, " ".join(h.text.split()))
+            if self.counter.count(body) > per_item:
+                body = self.counter.clip(body, per_item, " … ")
+            if outdated := [v for v in superseded if v in body.lower()]:  # quoted history, never a current value
+                body += f" [outdated: {', '.join(outdated[:2])} was corrected later]"
+            group = _heading(h, self.state.key)
+            cost = self.counter.count(body) + 2 + (0 if group in groups else self.counter.count(group) + 2)
+            if used + cost > limit:
+                continue
+            groups.add(group)
+            chosen.append((h, body))
+            used += cost
+        return _render(chosen, self.state.key)
+
+    def referenced_hits(self, hot: set[str]) -> list[Hit]:
+        """Archived items holding what the assistant quoted in its last turns (an id, a time)
+        that no other hot message holds any more: the agent went back to something that has
+        left the hot tier, so it comes back, verbatim, as recalled memory."""
+        recent = [m for m in reversed(self.state.hot) if m.role == "assistant"][: self.settings.reference_turns]
+        if not recent or not self.possible:
+            return []
+        quoted: set[str] = set()
+        for m in recent:
+            quoted |= references(m.text_and_calls)
+        others = " ".join(m.text for m in self.state.hot if m.role != "assistant")
+        hits: list[Hit] = []
+        for ref in sorted(r for r in quoted if r not in others)[:4]:
+            hits += self.archival.search(ref, 2, mode="keyword", exclude_message_ids=hot)
+        return [h for h in hits if any(r in h.text for r in quoted)]
+
+    def superseded(self) -> list[str]:
+        """Values of the scope that a later value replaced (lower-cased), cached per fact version."""
+        if self._superseded is None or self._superseded[0] != self.cold.version:
+            values = [v.lower() for v in self.cold.superseded_values(max_chars=120) if len(v) >= 4]
+            self._superseded = (self.cold.version, values)
+        return self._superseded[1]
+
+    # -- retrieve ------------------------------------------------------------------
+
+    def search(self, query: str, top_k: int = 5, *, since: float | None = None, until: float | None = None,
+               kind: str | None = None, roles: Sequence[str] | None = None, page: int = 1,
+               promote: bool = False) -> list[Hit]:
+        """:meth:`memos.Memory.retrieve`: the archive (less what the hot tier holds) and the
+        facts, fused by reciprocal rank; ``promote`` puts the hits in the next prompts."""
+        if not isinstance(query, str) or not query.strip():
+            raise ValueError("query must be a non-empty string")
+        if not 1 <= top_k <= 100:
+            raise ValueError("top_k must be between 1 and 100")
+        if page < 1:
+            raise ValueError("page must be >= 1")
+        offset = (page - 1) * top_k
+        hits: list[Hit] = []
+        if kind != "fact":  # what the hot tier holds is in the prompt already
+            hits = self.archival.search(query, top_k + offset, since=since, until=until,
+                                        kinds=[kind] if kind else None, roles=roles,
+                                        exclude_message_ids={m.id for m in self.state.hot})
+        facts: list[Hit] = []
+        if kind in (None, "fact") and not roles:
+            facts = [fact_hit(f) for f in self.cold.search(query, limit=top_k + offset)
+                     if (since is None or f.valid_from >= since) and (until is None or f.valid_from <= until)]
+        by_id = {h.id: h for h in hits + facts}
+        fused = rrf([[h.id for h in hits], [h.id for h in facts]])
+        ranked = [replace(by_id[i], score=fused[i]) for i in sorted(fused, key=lambda i: -fused[i])]
+        result = ranked[offset : offset + top_k]
+        if promote:
+            known = {h.id for h in self.promoted}
+            self.promoted += [h for h in result if h.id not in known]
+        return result
+
+
+def fact_hit(f: Fact) -> Hit:
+    """A fact as a search hit."""
+    return Hit(id=f"fact:{f.id}", kind="fact", text=f.line(), score=0.0, message_ids=tuple(f.sources),
+               first_seq=f.source_seq, last_seq=f.source_seq, roles=(), created_at=f.valid_from, source="fact")
+
+
+def _heading(h: Hit, session: str) -> str:
+    """The heading a recalled item is listed under: its session (when another one) and day,
+    written once for all the items that share them."""
+    where = "this session" if not h.session or h.session == session else f"session {h.session.rsplit('/', 1)[-1]}"
+    when = time.strftime("%Y-%m-%d", time.gmtime(h.created_at)) if h.created_at > 0 else ""
+    return f"[{where}, {when}]" if when else f"[{where}]"
+
+
+def _body(h: Hit, text: str) -> str:
+    """One recalled item as a line: a message or a tool chain as its text (the heading says
+    where it came from; retrieve returns the ids), anything else with its kind."""
+    if h.source == "fact" or h.kind in ("message", "tool_chain"):
+        return text
+    where = f"#{h.first_seq}" if h.first_seq == h.last_seq else f"#{h.first_seq}-#{h.last_seq}"
+    return f"{h.kind} {where}: {text}"
+
+
+def _render(chosen: list[tuple[Hit, str]], session: str) -> list[str]:
+    """The recalled items grouped under their heading (groups in rank order, items in
+    conversation order within a group)."""
+    groups: dict[str, list[tuple[Hit, str]]] = {}
+    for h, body in chosen:
+        groups.setdefault(_heading(h, session), []).append((h, body))
+    lines: list[str] = []
+    for heading, items in groups.items():
+        lines.append(heading)
+        lines += [f"- {body}" for _, body in sorted(items, key=lambda x: (x[0].first_seq, x[0].last_seq))]
+    return lines
