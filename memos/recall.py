@@ -63,8 +63,16 @@ class Recall:
         hot = {m.id for m in self.state.hot}
         hits = list(self.promoted) + self.referenced_hits(hot)
         if text and self.possible:
-            hits += self.archival.search(text, self.settings.recall_top_k, exclude_message_ids=hot,
+            found = self.archival.search(text, self.settings.recall_top_k, exclude_message_ids=hot,
                                          min_similarity=self.settings.recall_min_similarity)
+            # each hit with the turn that followed it: a question's answer is often in the reply
+            # (LoCoMo evidence recall in a fixed room: 0.749 -> 0.796 on three conversations,
+            # 0.705 -> 0.747 on the four others)
+            after = self.archival.following(found)
+            for h in found:
+                hits.append(h)
+                if h.id in after:
+                    hits.append(after[h.id])
         seen: set[str] = set()
         superseded = self.superseded()
         used = self.counter.count_message(recall_message(["x"]) or {})

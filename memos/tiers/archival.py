@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from sqlalchemy import text
+from sqlalchemy import Index, text
 from sqlalchemy.engine import Engine
 from sqlmodel import Field, Session, col, func, select
 
@@ -53,7 +53,10 @@ __all__ = [
 log = logging.getLogger("memos.archive")
 
 ARCHIVE_KINDS = ("message", "tool_chain", "summary", "tool_result", "note", "excerpt")
-RRF_K = 60
+# Reciprocal rank fusion's k. The usual 60 flattens the head of each ranking; 20 was chosen on
+# three LoCoMo conversations (evidence recall in a fixed room 0.725 -> 0.749) and held on the
+# other four (0.683 -> 0.705).
+RRF_K = 20
 _COLLECTION = "memos_archive"
 
 
@@ -61,6 +64,7 @@ class ArchiveItem(MemosModel, table=True):
     """One archived piece of a session."""
 
     __tablename__ = "memos_archive"
+    __table_args__ = (Index("ix_memos_archive_turn", "namespace", "session", "first_seq"),)
 
     id: str = Field(primary_key=True)
     namespace: str = Field(index=True)  # whose memory: the user (or agent, or session) it belongs to
@@ -542,6 +546,27 @@ class ArchivalTier:
             q = select(ArchiveItem.id).where(ArchiveItem.namespace == self.namespace,
                                              (ArchiveItem.session != session) | (ArchiveItem.kind != "message"))
             return s.exec(q.limit(1)).first() is not None
+
+    def following(self, hits: Sequence[Hit]) -> dict[str, Hit]:
+        """For each message hit, the archived message that came right after it in its session
+        (the reply to it, or what it answered), by the hit's id."""
+        wanted = {(h.session, h.last_seq + 1): h.id for h in hits if h.kind in ("message", "tool_chain") and h.session}
+        if not wanted:
+            return {}
+        sessions = sorted({k[0] for k in wanted})
+        seqs = sorted({k[1] for k in wanted})
+        with Session(self.engine) as s:
+            rows = s.exec(select(ArchiveItem).where(
+                ArchiveItem.namespace == self.namespace, col(ArchiveItem.session).in_(sessions),
+                col(ArchiveItem.first_seq).in_(seqs), col(ArchiveItem.kind).in_(["message", "tool_chain"]))).all()
+        out: dict[str, Hit] = {}
+        for r in rows:
+            source = wanted.get((r.session, r.first_seq))
+            if source is not None and (source not in out or r.kind == "tool_chain"):
+                roles = tuple(x for x in r.roles.split(",") if x)
+                out[source] = Hit(r.id, r.kind, r.text, 0.0, tuple(json.loads(r.message_ids)), r.first_seq, r.last_seq,
+                                  roles, r.created_at, "archive", r.session)
+        return out
 
     def get(self, item_id: str) -> ArchiveItem | None:
         """One item of this namespace by id."""
