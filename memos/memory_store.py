@@ -37,8 +37,9 @@ from sqlmodel import Session, col, select
 
 from .embeddings import Embedder, load_embedder
 from .store import MessageRow, Namespace, Store, SummaryRow, namespace_key
-from .tiers.archival import ArchivalTier, ArchiveBackend, ArchiveItem, ChromaBackend, Indexer, keyword_document
-from .tiers.cold import ColdTier
+from .text.search import KeywordIndex
+from .tiers.archival import ArchivalTier, ArchiveBackend, ArchiveItem, ChromaBackend, Indexer, archive_keywords
+from .tiers.cold import ColdTier, fact_keywords
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -231,11 +232,8 @@ class MemoryStore(Store):
                 counts[name] = len(rows)
                 for r in rows:
                     s.delete(r)
-            if self.engine.dialect.name == "sqlite":
-                for fts in ("memos_archive_fts", "memos_fact_fts"):
-                    if _has_table(s, fts):
-                        s.execute(text(f"DELETE FROM {fts} WHERE namespace = :ns OR namespace LIKE :like ESCAPE '\\'"),
-                                  {"ns": prefix, "like": like})
+            for index in self._keyword_indexes():
+                index.remove_namespaces(s, prefix)
             s.commit()
         backend = self.backend() if scopes else None
         if backend is not None:
@@ -297,12 +295,9 @@ class MemoryStore(Store):
                     s.add(item)
                     changed_items.append(item.id)
             counts["archive_items"] = len(changed_items)
-            if changed_items and self.engine.dialect.name == "sqlite" and _has_table(s, "memos_archive_fts"):
-                for item_id in changed_items:
-                    row_ = s.get(ArchiveItem, item_id)
-                    s.execute(text("DELETE FROM memos_archive_fts WHERE item_id = :id"), {"id": item_id})
-                    s.execute(text("INSERT INTO memos_archive_fts(namespace, item_id, text) VALUES (:ns, :id, :t)"),
-                              {"ns": scope, "id": item_id, "t": keyword_document(row_.text if row_ else "")})
+            keywords = archive_keywords(self.engine)
+            keywords.remove(s, changed_items)
+            keywords.add(s, [(i, scope, row.text) for i in changed_items if (row := s.get(ArchiveItem, i)) is not None])
             s.commit()
         if changed_items:
             backend = self.backend()
@@ -315,6 +310,9 @@ class MemoryStore(Store):
             self.archive(scope).schedule()
         self._reload_sessions(lambda mem: mem.scope == scope)
         return counts
+
+    def _keyword_indexes(self) -> list[KeywordIndex]:
+        return [archive_keywords(self.engine), fact_keywords(self.engine)]
 
     def _reload_sessions(self, which: Callable[[Memory], bool]) -> None:
         for mem in list(self._sessions):
@@ -329,9 +327,8 @@ class MemoryStore(Store):
         if self.engine.dialect.name != "sqlite":
             return
         with self.engine.connect() as conn:
-            for fts in ("memos_archive_fts", "memos_fact_fts"):
-                if conn.execute(text("SELECT 1 FROM sqlite_master WHERE name = :n"), {"n": fts}).first():
-                    conn.execute(text(f"INSERT INTO {fts}({fts}) VALUES ('optimize')"))
+            for index in self._keyword_indexes():
+                index.optimize(conn)
             conn.commit()
         with self.engine.connect() as conn:
             conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -20,7 +20,6 @@ from typing import Any
 
 from sqlalchemy import MetaData, UniqueConstraint, event, func, text
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import registry
 from sqlmodel import Field, Session, SQLModel, col, create_engine, select
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
@@ -38,10 +37,7 @@ __all__ = [
     "Store",
     "SummaryRow",
     "chunks",
-    "ensure_pg_text_index",
     "ensure_schema",
-    "ensure_virtual_tables",
-    "pg_any_terms",
     "namespace_key",
     "validate_namespace",
 ]
@@ -160,40 +156,6 @@ class Demotion:
     summarizer: str
     duration_ms: float
     extractor: str = ""
-
-
-def ensure_virtual_tables(engine: Engine, *ddl: str) -> bool:
-    """Run ``CREATE VIRTUAL TABLE IF NOT EXISTS ...`` statements on SQLite; False when
-    the database is not SQLite or lacks the module (callers then fall back to LIKE)."""
-    if engine.dialect.name != "sqlite":
-        return False
-    try:
-        with engine.begin() as conn:
-            for statement in ddl:
-                conn.execute(text(statement))
-        return True
-    except OperationalError as exc:  # SQLite built without FTS5 (or the trigram tokenizer)
-        if "locked" in str(exc) or "busy" in str(exc):
-            raise
-        return False
-
-
-def ensure_pg_text_index(engine: Engine, name: str, table: str, document: str) -> bool:
-    """On PostgreSQL, a GIN index on ``to_tsvector('simple', document)`` for full-text
-    search; False on any other database."""
-    if engine.dialect.name != "postgresql":
-        return False
-    with engine.begin() as conn:
-        _lock_schema(conn)
-        conn.execute(text(f"CREATE INDEX IF NOT EXISTS {name} ON {table} USING gin (to_tsvector('simple', {document}))"))
-    return True
-
-
-def pg_any_terms(terms: Sequence[str]) -> tuple[str, dict[str, str]]:
-    """A PostgreSQL tsquery that matches any of ``terms`` (each parsed with
-    ``plainto_tsquery``, so no term can inject query syntax), with its parameters."""
-    parts = [f"plainto_tsquery('simple', :term{i})" for i in range(len(terms))]
-    return "(" + " || ".join(parts) + ")", {f"term{i}": t for i, t in enumerate(terms)}
 
 
 _SCHEMA_LOCK_KEY = 0x6D656D6F73  # "memos": the PostgreSQL advisory lock that serialises schema changes

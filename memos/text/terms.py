@@ -1,5 +1,6 @@
 """Content terms of a text, for overlap and relevance: words that carry meaning and, for
-Chinese (which has no spaces), every two-character window of a run of Han characters."""
+Chinese (which has no spaces), every two-character window of a run of Han characters.
+:data:`STOP_WORDS` is the one stop-word set of memos (keyword search uses it too)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ STOP_WORDS = frozenset({
     "their", "they", "them", "then", "than", "just", "also", "more", "some", "please", "thanks", "don't",
     "could", "find", "tell", "show", "give", "know", "want", "need", "like", "how", "who", "why", "which",
     "dont", "doesn't", "longer", "anymore", "now", "again", "still", "only", "never", "always",
+    "did", "does", "had", "were", "her", "his", "him", "she", "its", "our", "been", "being", "after", "before",
+    # two-letter words: keyword search takes words of two letters and more
+    "is", "to", "of", "in", "on", "at", "by", "it", "be", "do", "my", "me", "we", "us", "an", "as", "or", "if",
+    "so", "up", "he", "am", "i'm", "it's",
 })
 
 

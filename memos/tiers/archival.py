@@ -36,8 +36,8 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Field, Session, col, func, select
 
 from ..embeddings import Embedder
-from ..patterns import find_identifiers
-from ..store import MemosModel, chunks, ensure_pg_text_index, ensure_virtual_tables, pg_any_terms
+from ..store import MemosModel, chunks
+from ..text.search import KeywordIndex
 
 __all__ = [
     "ARCHIVE_KINDS",
@@ -319,19 +319,6 @@ class Indexer:
         return self._thread is not None and self._thread.is_alive()
 
 
-_CJK_CHAR = re.compile(r"[\u3400-\u9fff\u3000-\u303f\uff00-\uffef]")
-
-
-def keyword_document(text: str) -> str:
-    """The text the keyword index holds for an item: the text itself and, when it holds
-    Chinese, its identifiers again on their own (FTS5's tokenizer glues "是ORD" into one token,
-    so "ORD-88123" would not be found)."""
-    if not _CJK_CHAR.search(text):
-        return text
-    ids = find_identifiers(text)
-    return text + ("\n" + " ".join(ids) if ids else "")
-
-
 def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> dict[str, float]:
     """Reciprocal rank fusion: each id scores the sum of 1 / (k + rank) over the rankings."""
     scores: dict[str, float] = {}
@@ -341,26 +328,14 @@ def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> dict[str, float]:
     return scores
 
 
-_FTS_WORD = re.compile(r"[\w$€£¥-]+", re.UNICODE)
-_STOP = {
-    "the", "and", "for", "that", "this", "with", "you", "your", "are", "was", "were", "what", "when", "where",
-    "which", "who", "why", "how", "did", "does", "has", "have", "had", "from", "about", "into", "there", "their",
-    "they", "them", "she", "her", "his", "him", "its", "our", "can", "could", "would", "should", "will", "not",
-    "but", "all", "any", "some", "just", "also", "more", "than", "then", "been", "being", "after", "before",
-}
+def archive_keywords(engine: Engine) -> KeywordIndex:
+    """The archive's keyword index (see :mod:`memos.text.search`)."""
 
+    def documents(conn: Any) -> Any:
+        return conn.execute(text("SELECT id, namespace, text FROM memos_archive"))
 
-def _query_terms(query: str) -> list[str]:
-    terms: list[str] = []
-    for w in _FTS_WORD.findall(query.lower()):
-        w = w.strip("-")
-        if len(w) >= 2 and w not in _STOP and w not in terms:
-            terms.append(w)
-    return terms[:32]
-
-
-def _fts_match(terms: Sequence[str]) -> str:
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+    return KeywordIndex(engine, "memos_archive_kw", source="memos_archive", ref_column="id", doc_sql="text",
+                        documents=documents, replaces=("memos_archive_vocab", "memos_archive_fts"))
 
 
 class ArchivalTier:
@@ -385,13 +360,7 @@ class ArchivalTier:
         self._resolved = False
         self.backend: ArchiveBackend | None = None
         self.embedder: Embedder | None = None
-        self.fts = ensure_virtual_tables(
-            engine,
-            "CREATE VIRTUAL TABLE IF NOT EXISTS memos_archive_fts USING fts5("
-            "namespace UNINDEXED, item_id UNINDEXED, text, tokenize='unicode61')",
-            "CREATE VIRTUAL TABLE IF NOT EXISTS memos_archive_vocab USING fts5vocab(memos_archive_fts, 'row')",
-        )
-        self.pg_fts = ensure_pg_text_index(engine, "memos_archive_tsv", "memos_archive", "text")
+        self.keywords = archive_keywords(engine)
         self.version = 0
         self._warned = False
         self._lock = threading.RLock()
@@ -446,9 +415,7 @@ class ArchivalTier:
         else:
             session.add_all(fresh)
             session.flush()
-        if self.fts and fresh:
-            session.execute(text("INSERT INTO memos_archive_fts(namespace, item_id, text) VALUES (:ns, :id, :t)"),
-                            [{"ns": i.namespace, "id": i.id, "t": keyword_document(i.text)} for i in fresh])
+        self.keywords.add(session, [(i.id, i.namespace, i.text) for i in fresh])
         if fresh:
             self.version += 1
         return len(fresh)
@@ -595,51 +562,10 @@ class ArchivalTier:
             return []
 
     def keyword_ids(self, query: str, n: int) -> list[str]:
-        """Ids of the ``n`` best items for ``query`` by BM25 (LIKE on databases without FTS5)."""
-        terms = _query_terms(query)
-        if not terms or n <= 0:
-            return []
+        """Ids of the ``n`` best items for ``query`` by keyword (BM25 on SQLite, PostgreSQL's
+        full-text search, else LIKE; see :mod:`memos.text.search`)."""
         with Session(self.engine) as s:
-            if self.fts:
-                match = _fts_match(self._selective(s, terms))
-                rows = s.exec(  # type: ignore[call-overload]
-                    text("SELECT item_id FROM memos_archive_fts WHERE memos_archive_fts MATCH :q AND namespace = :ns "
-                         "ORDER BY bm25(memos_archive_fts) LIMIT :k"),
-                    params={"q": match, "ns": self.namespace, "k": n},
-                ).all()
-                return [str(r[0]) for r in rows]
-            if self.pg_fts:
-                tsq, params = pg_any_terms(terms)
-                q = text(f"SELECT id FROM memos_archive WHERE namespace = :ns AND to_tsvector('simple', text) @@ {tsq} "
-                         f"ORDER BY ts_rank_cd(to_tsvector('simple', text), {tsq}) DESC, id LIMIT :k")
-                return [str(r[0]) for r in s.exec(q, params={**params, "ns": self.namespace, "k": n}).all()]  # type: ignore[call-overload]
-            cond: Any = None
-            for t in terms:
-                c = col(ArchiveItem.text).ilike(f"%{t}%")
-                cond = c if cond is None else cond | c
-            found = s.exec(select(ArchiveItem).where(ArchiveItem.namespace == self.namespace, cond)).all()  # type: ignore[arg-type]
-            ranked = sorted(found, key=lambda r: -sum(t in r.text.lower() for t in terms))
-            return [r.id for r in ranked[:n]]
-
-    def _selective(self, s: Session, terms: list[str]) -> list[str]:
-        """The query terms worth matching: those in at most 2 % of the indexed items (at
-        least 200), or the rarest one. Very common terms add almost nothing to BM25 but
-        make FTS5 score every item holding them (42 ms a query at 100k items, 4 ms without)."""
-        rows = s.exec(  # type: ignore[call-overload]
-            text("SELECT term, doc FROM memos_archive_vocab WHERE term IN (" +
-                 ",".join(f":t{i}" for i in range(len(terms))) + ")"),
-            params={f"t{i}": t for i, t in enumerate(terms)},
-        ).all()
-        df = {str(r[0]): int(r[1]) for r in rows}
-        total = s.exec(text("SELECT max(rowid) FROM memos_archive_fts")).one()[0] or 0  # type: ignore[call-overload]
-        limit = max(200, int(total * 0.02))
-
-        def freq(t: str) -> int:  # a hyphenated term is a phrase: as common as its rarest token
-            parts = [p for p in re.split(r"[^\w]+", t) if p]
-            return min((df.get(p, 0) for p in parts), default=0)
-
-        kept = [t for t in terms if freq(t) <= limit]
-        return kept or [min(terms, key=freq)]
+            return self.keywords.search(s, self.namespace, query, n)
 
     def search(
         self,

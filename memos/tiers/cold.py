@@ -27,8 +27,9 @@ from sqlalchemy import Index, event, text
 from sqlalchemy.engine import Engine
 from sqlmodel import Field, Session, col, func, select
 
-from ..store import MemosModel, ensure_pg_text_index, ensure_virtual_tables, pg_any_terms
-from ..text.terms import STOP_WORDS, content_terms
+from ..store import MemosModel
+from ..text.search import KeywordIndex
+from ..text.terms import content_terms
 
 __all__ = [
     "FACT_KINDS",
@@ -267,16 +268,8 @@ class ColdTier:
         self.engine = engine
         self.namespace = namespace
         self.version = 0  # bumped on every change, so callers can cache renderings
-        self.fts = ensure_virtual_tables(
-            engine,
-            "CREATE VIRTUAL TABLE IF NOT EXISTS memos_fact_fts USING fts5("
-            "namespace UNINDEXED, key, value, tokenize='trigram')",
-            "CREATE VIRTUAL TABLE IF NOT EXISTS memos_fact_vocab USING fts5vocab(memos_fact_fts, 'row')",
-        )
-        self.pg_fts = ensure_pg_text_index(engine, "memos_fact_tsv", "memos_fact", _PG_DOC)
+        self.keywords = fact_keywords(engine)
         self._known: _Index | None = None
-        self._df: dict[str, int] = {}  # fact-search trigram -> facts holding it (an estimate; see _selective)
-        self._df_total: int | None = None  # fact rows when the trigram counts were cached
 
     # -- writes --------------------------------------------------------------------
 
@@ -468,8 +461,7 @@ class ColdTier:
                                    through_seq=upto, erased=json.dumps(erased or {}))
                 s.add(rec)
                 record = record or rec
-                if self.fts:
-                    s.exec(text("DELETE FROM memos_fact_fts WHERE rowid = :id"), params={"id": r.id})  # type: ignore[call-overload]
+                self.keywords.remove(s, [r.id])
                 s.delete(r)
             s.commit()
             assert record is not None
@@ -508,73 +500,14 @@ class ColdTier:
             return self._chain(s, self._get(s, fact_id))
 
     def search(self, query: str, limit: int = 10, *, kinds: Sequence[str] | None = None) -> list[Fact]:
-        """Current facts matching ``query``, best first (FTS5 bm25 on SQLite, else word LIKE)."""
-        terms = _search_terms(query)
-        if not terms:
-            return []
+        """Current facts matching ``query`` (key or value), best first (see :mod:`memos.text.search`)."""
         with Session(self.engine, expire_on_commit=False) as s:
-            if self.fts:
-                match = " OR ".join('"' + t.replace('"', '""') + '"' for t in self._selective(s, terms))
-                by_rank = select(Fact).from_statement(text(
-                    "SELECT memos_fact.* FROM memos_fact_fts JOIN memos_fact ON memos_fact.id = memos_fact_fts.rowid "
-                    "WHERE memos_fact_fts MATCH :q AND memos_fact_fts.namespace = :ns AND memos_fact.status = 'current' "
-                    "ORDER BY memos_fact_fts.rank LIMIT :k"))
-                found = list(s.execute(by_rank, {"q": match, "ns": self.namespace, "k": limit * 2}).scalars().all())
-            elif self.pg_fts:
-                # PostgreSQL's parser keeps a run of Chinese as one word: those terms are matched as substrings
-                words = [t for t in terms if not _CJK.search(t)]
-                ids: list[int] = []
-                if words:
-                    tsq, params = pg_any_terms(words)
-                    q = text(f"SELECT id FROM memos_fact WHERE namespace = :ns AND status = 'current' AND "
-                             f"to_tsvector('simple', {_PG_DOC}) @@ {tsq} "
-                             f"ORDER BY ts_rank(to_tsvector('simple', {_PG_DOC}), {tsq}) DESC, id LIMIT :k")
-                    ids = [int(r[0]) for r in s.exec(q, params={**params, "ns": self.namespace, "k": limit * 4}).all()]  # type: ignore[call-overload]
-                grams = [t for t in terms if _CJK.search(t)]
-                if grams:
-                    cond: Any = None
-                    for g in grams:
-                        c = col(Fact.value).contains(g) | col(Fact.key).contains(g)
-                        cond = c if cond is None else cond | c
-                    rows = s.exec(select(Fact).where(Fact.namespace == self.namespace, Fact.status == "current", cond)).all()
-                    ranked = sorted(rows, key=lambda f: -sum(g in f.key + " " + f.value for g in grams))
-                    ids += [f.id for f in ranked[: limit * 4] if f.id is not None and f.id not in ids]
-                by_id = {f.id: f for f in s.exec(select(Fact).where(col(Fact.id).in_(ids))).all()} if ids else {}
-                found = [by_id[i] for i in ids if i in by_id]
-            else:
-                cond = None
-                for t in terms:
-                    c = col(Fact.value).ilike(f"%{t}%") | col(Fact.key).ilike(f"%{t}%")
-                    cond = c if cond is None else cond | c
-                found = list(s.exec(select(Fact).where(Fact.namespace == self.namespace, cond)).all())  # type: ignore[arg-type]
-                found.sort(key=lambda f: -sum(t.lower() in (f.key + " " + f.value).lower() for t in terms))
-            out = [f for f in found if f.status == "current" and (kinds is None or f.kind in kinds)]
-            return out[:limit]
-
-    def _selective(self, s: Session, terms: list[str]) -> list[str]:
-        """The terms worth matching: those in at most 2 % of the facts (at least 200), or
-        the rarest. A term is as common as its rarest trigram; very common terms ("order",
-        "reference") make FTS5 rank every fact holding them (11 ms a search at 4k facts).
-        Trigram counts are cached until the table has grown by ``_DF_REFRESH`` rows (or a tenth)."""
-        total = s.exec(text("SELECT max(rowid) FROM memos_fact_fts")).one()[0] or 0  # type: ignore[call-overload]
-        if self._df_total is None or total - self._df_total > max(_DF_REFRESH, self._df_total // 10):
-            self._df.clear()
-            self._df_total = total
-        grams = sorted({t.lower()[i : i + 3] for t in terms for i in range(len(t) - 2)} - self._df.keys())
-        if grams:
-            # an IN list makes fts5vocab scan its whole table; one lookup per term does not
-            for g in grams:
-                row = s.exec(text("SELECT doc FROM memos_fact_vocab WHERE term = :g"), params={"g": g}).first()  # type: ignore[call-overload]
-                self._df[g] = int(row[0]) if row else 0
-        df = self._df
-        limit = max(200, int(self._df_total * 0.02))
-
-        def freq(t: str) -> int:
-            low = t.lower()
-            return min((df.get(low[i : i + 3], 0) for i in range(len(low) - 2)), default=0)
-
-        kept = [t for t in terms if freq(t) <= limit]
-        return kept or [min(terms, key=freq)]
+            ids = [int(i) for i in self.keywords.search(s, self.namespace, query, limit * 4, where="status = 'current'")]
+            if not ids:
+                return []
+            by_id = {f.id: f for f in s.exec(select(Fact).where(col(Fact.id).in_(ids))).all()}
+        found = [by_id[i] for i in ids if i in by_id]
+        return [f for f in found if f.status == "current" and (kinds is None or f.kind in kinds)][:limit]
 
     def _index(self) -> _Index:
         if self._known is None:
@@ -633,27 +566,15 @@ class ColdTier:
         return sorted(rows, key=lambda r: (r.source_seq, r.id or 0))
 
     def _index_fts(self, s: Session, fact: Fact) -> None:
-        if not self.fts:
-            return
-        s.exec(text("DELETE FROM memos_fact_fts WHERE rowid = :id"), params={"id": fact.id})  # type: ignore[call-overload]
-        s.exec(  # type: ignore[call-overload]
-            text("INSERT INTO memos_fact_fts(rowid, namespace, key, value) VALUES (:id, :ns, :k, :v)"),
-            params={"id": fact.id, "ns": self.namespace, "k": fact.key, "v": fact.value},
-        )
+        self.keywords.remove(s, [fact.id])
+        self.keywords.add(s, [(fact.id, self.namespace, f"{fact.key} {fact.value}")])
 
 
-_PG_DOC = "key || ' ' || value"
-_DF_REFRESH = 200
-_CJK = re.compile(r"[\u4e00-\u9fff]")
+def fact_keywords(engine: Engine) -> KeywordIndex:
+    """The fact table's keyword index, over each fact's key and value (see :mod:`memos.text.search`)."""
 
+    def documents(conn: Any) -> Any:
+        return conn.execute(text("SELECT id, namespace, key || ' ' || value FROM memos_fact"))
 
-def _search_terms(query: str, limit: int = 24) -> list[str]:
-    """Search terms of at least three characters (the trigram tokenizer's unit): words
-    that are not stop words, and every three-character window of a Chinese run."""
-    terms: set[str] = set()
-    for w in _WORD.findall(query):
-        if any("\u4e00" <= ch <= "\u9fff" for ch in w):
-            terms.update(w[i : i + 3] for i in range(len(w) - 2))
-        elif len(w) >= 3 and w.lower() not in STOP_WORDS:
-            terms.add(w.strip(".-") if len(w.strip(".-")) >= 3 else w)
-    return sorted(terms, key=len, reverse=True)[:limit]
+    return KeywordIndex(engine, "memos_fact_kw", source="memos_fact", ref_column="id", doc_sql="key || ' ' || value",
+                        documents=documents, replaces=("memos_fact_vocab", "memos_fact_fts"))

@@ -1,0 +1,74 @@
+"""Keyword search: one tokeniser for English, identifiers and Chinese, one index for both tiers."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from memos import Memory
+from memos.text.search import index_text, query_terms, tokens
+
+from .conftest import POSTGRES, assistant, user
+
+
+def test_tokens_keep_ids_whole_and_split_chinese_into_characters_and_bigrams():
+    assert tokens("Order ORD-12345 ships") == ["order", "ord-12345", "ships"]
+    assert tokens("我的订单号是ORD-88123，") == ["我", "的", "订", "单", "号", "是", "我的", "的订", "订单", "单号", "号是",
+                                              "ord-88123"]
+    assert index_text("预算500元") == "预 算 预算 500 元"
+
+
+def test_query_terms_drop_stop_words_and_keep_what_identifies():
+    assert query_terms("What is the code for the storage unit?") == ["code", "storage", "unit"]
+    assert query_terms("where is ORD-12345 now") == ["ord-12345"]
+    assert query_terms("我婶婶的生日") == ["我婶", "婶婶", "婶的", "的生", "生日"]
+    assert query_terms("辣") == ["辣"]
+    assert query_terms("the of to") == []
+
+
+def test_chinese_facts_and_archive_are_found_by_a_two_character_word(store):
+    mem = Memory("s", user="li", store=store, budget=2048, tools=[])
+    mem.add(user("我的预算不超过500元。"))
+    mem.add(assistant("好的。"))
+    mem.add(user("我的订单号是ORD-88123，明天到。"))
+    assert any("预算" in f.value for f in mem.facts(query="预算"))
+    other = Memory("s2", user="li", store=store, budget=2048, tools=[])  # the first session's messages are not hot here
+    assert any("ORD-88123" in h.text for h in other.retrieve("ORD-88123", 5))
+    assert any("预算" in h.text for h in other.retrieve("预算是多少", 5))
+    mem.close()
+    other.close()
+
+
+def test_english_search_is_unchanged_by_stop_words(store):
+    mem = Memory("s", user="ana", store=store, budget=2048, tools=[])
+    mem.add(user("The gym locker code is 4471."))
+    mem.add(assistant("Noted."))
+    later = Memory("s2", user="ana", store=store, budget=2048, tools=[])
+    hits = later.retrieve("what was the locker code at the gym", 3)
+    assert hits and "4471" in hits[0].text
+    mem.close()
+    later.close()
+
+
+@pytest.mark.skipif(bool(POSTGRES), reason="builds an older SQLite store by hand")
+def test_an_older_store_gets_the_new_index_and_loses_the_old_one(tmp_path):
+    db = tmp_path / "old.db"
+    mem = Memory("s", user="ana", store=str(db), budget=2048, tools=[])
+    mem.add(user("My passport number is X4471-2290."))
+    mem.close()
+    conn = sqlite3.connect(db)  # as a store written before this index: the old FTS tables, no new one
+    conn.execute("DROP TABLE memos_archive_kw_vocab")
+    conn.execute("DROP TABLE memos_archive_kw")
+    conn.execute("CREATE VIRTUAL TABLE memos_archive_fts USING fts5(namespace UNINDEXED, item_id UNINDEXED, text)")
+    conn.execute("INSERT INTO memos_archive_fts VALUES ('ana', 'x', 'My passport number is X4471-2290.')")
+    conn.commit()
+    conn.close()
+    from memos.text import search
+
+    search._CREATED.clear()  # a new process
+    again = Memory("s2", user="ana", store=str(db), budget=2048, tools=[])
+    assert any("X4471-2290" in h.text for h in again.retrieve("passport X4471-2290", 3))
+    again.close()
+    names = {r[0] for r in sqlite3.connect(db).execute("SELECT name FROM sqlite_master")}
+    assert "memos_archive_kw" in names and "memos_archive_fts" not in names
