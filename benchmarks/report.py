@@ -78,8 +78,32 @@ def overhead(r: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def locomo_cross_session(r: dict[str, Any]) -> str:
+    out = ["| strategy | evidence recall | answer in context | prompt tokens | ms per question |",
+           "|---|---:|---:|---:|---:|"]
+    best = _bold_best({x["strategy"]: x["metrics"]["evidence_recall"] for x in r["results"] if x["budget"] is not None})
+    for x in r["results"]:
+        m = x["metrics"]
+        recall = best.get(x["strategy"], f"{m['evidence_recall']:.3f}")
+        name = x["strategy"] + (" (no budget)" if x["budget"] is None else "")
+        out.append(f"| {name} | {recall} | {m['answer_containment']:.3f} | {m['mean_context_tokens']:,.0f} | "
+                   f"{m['ms_per_question']:.1f} |")
+    return "\n".join(out)
+
+
+def sessions(r: dict[str, Any]) -> str:
+    return "\n".join([
+        "| open sessions | open p50 / p95 | first prompt p50 | threads before / with all open | RSS before / with all open |",
+        "|---:|---:|---:|---:|---:|",
+        f"| {r['sessions']:,} ({r['users']} users) | {r['open_ms']['p50']:.1f} / {r['open_ms']['p95']:.1f} ms | "
+        f"{r['first_prompt_ms']['p50']:.1f} ms | {r['threads']['before']} / {r['threads']['with_all_open']} | "
+        f"{r['rss_mb']['before']:,.0f} / {r['rss_mb']['with_all_open']:,.0f} MB |",
+    ])
+
+
 def main() -> int:
-    for name, fn in (("locomo", locomo), ("prefeval", prefeval), ("tokens", tokens), ("overhead", overhead)):
+    for name, fn in (("locomo", locomo), ("locomo_cross_session", locomo_cross_session), ("prefeval", prefeval),
+                     ("tokens", tokens), ("overhead", overhead), ("sessions", sessions)):
         r = _load(name)
         if r is not None:
             print(f"### {name}\n\n{fn(r)}\n")

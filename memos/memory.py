@@ -24,11 +24,11 @@ from .agent import TurnResult, run_turn
 from .assembly import ContextAssembler, Rooms
 from .compaction import Compactor, PagingEvent
 from .config import MemosSettings
-from .embeddings import ChromaEmbedder, Embedder, load_embedder
+from .embeddings import Embedder
 from .extract import FactExtractor, RuleExtractor
 from .journal import Rollback, rollback
 from .llm import LLMConfig, LLMFactExtractor, LLMRuleJudge, LLMSummarizer, make_client
-from .memory_store import MemoryStore, default_backend, scope_key
+from .memory_store import MemoryStore, scope_key
 from .messages import Message, validate_batch
 from .paging.guards import (
     ConstraintGuard,
@@ -40,7 +40,6 @@ from .paging.guards import (
     ToolChainGuard,
     as_guard,
 )
-from .patterns import find_identifiers
 from .pins import Pins
 from .recall import Recall
 from .state import SYSTEM_ROLES, SessionState
@@ -154,7 +153,9 @@ class Memory:
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer(self.counter)
         self.extractor: FactExtractor = extractor or RuleExtractor()
         self.cold: ColdTier = self.store.cold(self.scope)
-        self.archival: ArchivalTier = self._archival(archive, embedder, embedding_model_dir)
+        self.archival: ArchivalTier = self.store.archive_for(self.scope, archive=archive, embedder=embedder,
+                                                             model_dir=embedding_model_dir,
+                                                             background=settings.background_indexing)
         self._own_tools_tokens = self.counter.count_tools(TOOLS)
         self._default_tools_tokens = self._own_tools_tokens
         self._default_tools_tokens = self._count_tools(tools)
@@ -179,28 +180,6 @@ class Memory:
             archive_item=self._archive_item, reload=self._load, on_event=on_event,
         )
         self.store.attach(self)
-
-    def _archival(self, archive: str | Path | ArchiveBackend | None, embedder: Embedder | Callable[[list[str]], Any] | None,
-                  model_dir: str | Path | None) -> ArchivalTier:
-        """The scope's archive: the store's (shared by the scope's sessions), or one of this
-        session's own when it was given its own backend or model. Chroma and the model are
-        opened on first dense use, not here."""
-        background = self.settings.background_indexing
-        if archive is None and embedder is None and model_dir is None:
-            return self.store.archive(self.scope, background=background)
-
-        def backend() -> ArchiveBackend | None:
-            if archive is None:
-                return self.store.backend()
-            return archive if isinstance(archive, ArchiveBackend) else default_backend(self.store, archive)
-
-        def model() -> Embedder | None:
-            if embedder is None:
-                return load_embedder(model_dir) if model_dir is not None else self.store.embedder()
-            return embedder if isinstance(embedder, Embedder) else ChromaEmbedder(embedder)
-
-        return ArchivalTier(self.store.engine, self.scope, backend, model,
-                            indexer=self.store.indexer if background else None)
 
     def _load(self) -> None:
         self._state.load(self.store)
@@ -406,23 +385,7 @@ class Memory:
         Sessions of the scope open in this process see it at once; one open in another
         process sees it when it next opens (or after :meth:`reload`)."""
         self.wait()
-        earlier = next((r for r in self.cold.forgotten() if r.fact_id == fact_id), None)
-        if earlier is not None:  # forgotten already (with another fact that held the same value)
-            return earlier
-        chain = self.cold.history(fact_id)
-        values = {r.value for r in chain} | {i for r in chain for i in find_identifiers(r.value)}
-        with self.store.indexer.paused():  # no vector write or open read while the files are scrubbed
-            erased = self.store.erase(self.scope, sorted(values))
-            record = self.cold.forget(fact_id, reason, erased=erased)
-            needles = [v.lower() for v in values if len(v.strip()) >= 3]
-            for f in self.cold.facts(include_history=True):
-                if f.id is not None and any(n in f.value.lower() or n in f.key.lower() for n in needles):
-                    try:
-                        self.cold.forget(f.id, reason)
-                    except ValueError:  # already deleted with an earlier one's history
-                        pass
-            self.store.scrub()
-        return record
+        return self.store.forget_fact(self.cold, fact_id, reason)
 
     def invalidate(self, fact_id: int) -> Fact:
         """Mark a current fact as revoked; it stays in the history but leaves every context."""

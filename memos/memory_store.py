@@ -19,32 +19,30 @@ agent, or to the session alone.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import re
 import threading
 import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import or_, text
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, col, select
+from sqlmodel import Session, select
 
-from .embeddings import Embedder, load_embedder
-from .store import MessageRow, Namespace, Store, SummaryRow, namespace_key
-from .text.search import KeywordIndex
-from .tiers.archival import ArchivalTier, ArchiveBackend, ArchiveItem, ChromaBackend, Indexer, archive_keywords
-from .tiers.cold import ColdTier, fact_keywords
+from . import erasure
+from .embeddings import ChromaEmbedder, Embedder, load_embedder
+from .erasure import UserDeletion
+from .store import Namespace, Store, namespace_key
+from .tiers.archival import ArchivalTier, ArchiveBackend, ArchiveItem, ChromaBackend, Indexer
+from .tiers.cold import ColdTier, ForgetRecord
 
 if TYPE_CHECKING:
     from .memory import Memory
 
 __all__ = ["MemoryStore", "UserDeletion", "scope_key"]
+
 
 T = TypeVar("T")
 log = logging.getLogger("memos.store")
@@ -58,17 +56,6 @@ def scope_key(namespace: Namespace, share: str) -> str:
     ``user``, ``user/agent`` or ``user/agent/session``."""
     depth = {"user": 1, "agent": 2, "session": 3}[share]
     return namespace_key(namespace[:depth])
-
-
-@dataclass(frozen=True)
-class UserDeletion:
-    """What :meth:`MemoryStore.delete_user` removed."""
-
-    user: str
-    messages: int
-    facts: int
-    archive_items: int
-    summaries: int
 
 
 class MemoryStore(Store):
@@ -167,6 +154,27 @@ class MemoryStore(Store):
                 self._reconcile()
             return tier
 
+    def archive_for(self, scope: str, *, archive: str | Path | ArchiveBackend | None = None,
+                    embedder: Embedder | Callable[[list[str]], Any] | None = None,
+                    model_dir: str | Path | None = None, background: bool = True) -> ArchivalTier:
+        """The archive of ``scope`` for one session: the shared one (:meth:`archive`), or one of
+        the session's own when it was given its own backend or model. Chroma and the model
+        are opened on first dense use, not here."""
+        if archive is None and embedder is None and model_dir is None:
+            return self.archive(scope, background=background)
+
+        def backend() -> ArchiveBackend | None:
+            if archive is None:
+                return self.backend()
+            return archive if isinstance(archive, ArchiveBackend) else default_backend(self, archive)
+
+        def model() -> Embedder | None:
+            if embedder is None:
+                return load_embedder(model_dir) if model_dir is not None else self.embedder()
+            return embedder if isinstance(embedder, Embedder) else ChromaEmbedder(embedder)
+
+        return ArchivalTier(self.engine, scope, backend, model, indexer=self.indexer if background else None)
+
     def _reconcile(self) -> None:
         """Once per store: scopes whose vectors an earlier process left unwritten are queued."""
         if self._reconciled:
@@ -210,130 +218,33 @@ class MemoryStore(Store):
         """Delete everything of ``user``: every session's messages, summaries and compaction
         log, the facts and their history, the archive and its vectors. Nothing of it is left
         in the database files (see :meth:`scrub`). Open sessions of the user start empty."""
-        prefix = namespace_key((user,))
-        like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "/%"
-        with self.indexer.paused():
-            return self._delete_user(user, prefix, like)
+        return erasure.delete_user(self, user)
 
-    def _delete_user(self, user: str, prefix: str, like: str) -> UserDeletion:
-        counts: dict[str, int] = {}
-        from .store import CompactionRow
-        from .tiers.cold import Fact, ForgetRecord
-
-        with Session(self.engine) as s:
-            item_rows = s.exec(select(ArchiveItem.id, ArchiveItem.namespace).where(
-                (col(ArchiveItem.namespace) == prefix) | col(ArchiveItem.namespace).like(like, escape="\\"))).all()
-            scopes = sorted({ns for _, ns in item_rows})
-            for name, table in (("messages", MessageRow), ("summaries", SummaryRow), ("events", CompactionRow),
-                                ("facts", Fact), ("forget", ForgetRecord), ("archive_items", ArchiveItem)):
-                ns_col = col(table.namespace)  # type: ignore[attr-defined]
-                cond = (ns_col == prefix) | ns_col.like(like, escape="\\")
-                rows = list(s.exec(select(table).where(cond)).all())
-                counts[name] = len(rows)
-                for r in rows:
-                    s.delete(r)
-            for index in self._keyword_indexes():
-                index.remove_namespaces(s, prefix)
-            s.commit()
-        backend = self.backend() if scopes else None
-        if backend is not None:
-            for scope in scopes:
-                backend.delete(scope)
-        with self._lock:
-            for key in [k for k in self._cold if k == prefix or k.startswith(prefix + "/")]:
-                self._cold[key].invalidate_caches()
-        self.scrub()
-        self._reload_sessions(lambda mem: mem.namespace[0] == user)
-        return UserDeletion(user=user, messages=counts["messages"], facts=counts["facts"],
-                            archive_items=counts["archive_items"], summaries=counts["summaries"])
+    def forget_fact(self, cold: ColdTier, fact_id: int, reason: str = "user request") -> ForgetRecord:
+        """Forget a fact of ``cold``'s scope everywhere (see :meth:`memos.Memory.forget`)."""
+        return erasure.forget_fact(self, cold, fact_id, reason)
 
     def erase(self, scope: str, values: Sequence[str]) -> dict[str, int]:
-        """Replace every occurrence of ``values`` (case-insensitive) with ``[forgotten]`` in
-        what ``scope`` holds, in one transaction: the messages of its sessions (the log keeps
-        the message, with the value redacted), their summaries (every version) and the
-        archive (its keyword index too; the vectors are deleted and written again from the
-        redacted text). Open sessions of the scope read their state again. Returns how many
-        messages, summaries and archive items were changed. Call :meth:`scrub` after."""
-        patterns = [re.compile(re.escape(v), re.IGNORECASE) for v in sorted(set(values), key=len, reverse=True)
-                    if len(v.strip()) >= 3]
-        if not patterns:
-            return {"messages": 0, "summaries": 0, "archive_items": 0}
+        """Redact ``values`` to ``[forgotten]`` in everything ``scope`` holds (see
+        :func:`memos.erasure.erase`); returns what was changed."""
+        return erasure.erase(self, scope, values)
 
-        def redact(text_: str) -> str:
-            for p in patterns:
-                text_ = p.sub(REDACTED, text_)
-            return text_
+    def scrub(self) -> None:
+        """Leave no deleted bytes in the database files (see :func:`memos.erasure.scrub`)."""
+        erasure.scrub(self)
 
-        def holds(text_: str) -> bool:
-            return any(p.search(text_) for p in patterns)
+    def invalidate_facts(self, scope: str) -> None:
+        """Drop the cached facts of ``scope`` and the scopes below it (changed behind them)."""
+        with self._lock:
+            for key, tier in self._cold.items():
+                if key == scope or key.startswith(scope + "/"):
+                    tier.invalidate_caches()
 
-        like = scope.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "/%"
-        counts = {"messages": 0, "summaries": 0, "archive_items": 0}
-        changed_items: list[str] = []
-        with Session(self.engine, expire_on_commit=False) as s:
-            def in_scope(column: Any) -> Any:
-                return (column == scope) | column.like(like, escape="\\")
-
-            # each value is looked for by SQL first (a LIKE per value), then redacted in Python
-            needles = [or_(*[col(MessageRow.data).contains(_json_fragment(v)) for v in values if len(v.strip()) >= 3])]
-            for row in s.exec(select(MessageRow).where(in_scope(col(MessageRow.namespace)), *needles)).all():
-                data = json.loads(row.data)
-                redacted = _redact_json(data, redact)
-                if redacted != data:
-                    row.data = json.dumps(redacted, ensure_ascii=False)
-                    s.add(row)
-                    counts["messages"] += 1
-            for srow in s.exec(select(SummaryRow).where(in_scope(col(SummaryRow.namespace)))).all():
-                if holds(srow.text):
-                    srow.text = redact(srow.text)
-                    s.add(srow)
-                    counts["summaries"] += 1
-            for item in s.exec(select(ArchiveItem).where(ArchiveItem.namespace == scope)).all():
-                if holds(item.text):
-                    item.text = redact(item.text)
-                    item.indexed = False
-                    s.add(item)
-                    changed_items.append(item.id)
-            counts["archive_items"] = len(changed_items)
-            keywords = archive_keywords(self.engine)
-            keywords.remove(s, changed_items)
-            keywords.add(s, [(i, scope, row.text) for i in changed_items if (row := s.get(ArchiveItem, i)) is not None])
-            s.commit()
-        if changed_items:
-            backend = self.backend()
-            if backend is not None:
-                try:
-                    backend.delete_ids(scope, changed_items)
-                except Exception as exc:  # the rows are redacted; the vectors are rewritten by the next flush
-                    log.warning("archived vectors could not be deleted (%s); they are rewritten from the redacted text",
-                                exc)
-            self.archive(scope).schedule()
-        self._reload_sessions(lambda mem: mem.scope == scope)
-        return counts
-
-    def _keyword_indexes(self) -> list[KeywordIndex]:
-        return [archive_keywords(self.engine), fact_keywords(self.engine)]
-
-    def _reload_sessions(self, which: Callable[[Memory], bool]) -> None:
+    def reload_sessions(self, which: Callable[[Memory], bool]) -> None:
+        """Open sessions (of this process) for which ``which`` holds read the store again."""
         for mem in list(self._sessions):
             if which(mem):
                 mem.reload()
-
-    def scrub(self) -> None:
-        """Leave no deleted bytes in the database files: SQLite zeroes what is deleted
-        (``secure_delete``, set on every connection), the full-text indexes are merged (their
-        old segments still hold deleted terms) and the write-ahead log is checkpointed and
-        truncated. On other databases this is the database's own business (``VACUUM``)."""
-        if self.engine.dialect.name != "sqlite":
-            return
-        with self.engine.connect() as conn:
-            for index in self._keyword_indexes():
-                index.optimize(conn)
-            conn.commit()
-        with self.engine.connect() as conn:
-            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
-
-    # -- lifecycle -----------------------------------------------------------------
 
     def close(self, *, dispose: bool = True) -> None:
         """Stop the indexer (queued vectors stay queued for the next open) and the
@@ -351,28 +262,6 @@ class MemoryStore(Store):
 
     def __repr__(self) -> str:
         return f"MemoryStore({self.engine.url.render_as_string(hide_password=True)!r})"
-
-
-REDACTED = "[forgotten]"
-
-
-def _json_fragment(value: str) -> str:
-    """``value`` as it appears inside a JSON string (the log stores messages as JSON)."""
-    return json.dumps(value, ensure_ascii=False)[1:-1]
-
-
-def _redact_json(data: Any, redact: Callable[[str], str]) -> Any:
-    if isinstance(data, str):
-        return redact(data)
-    if isinstance(data, list):
-        return [_redact_json(x, redact) for x in data]
-    if isinstance(data, dict):
-        return {k: _redact_json(v, redact) for k, v in data.items()}
-    return data
-
-
-def _has_table(s: Session, name: str) -> bool:
-    return s.execute(text("SELECT 1 FROM sqlite_master WHERE name = :n"), {"n": name}).first() is not None
 
 
 def _url_key(store: str | Path) -> str:

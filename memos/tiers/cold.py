@@ -7,29 +7,43 @@ and adds a new one, INVALIDATE closes a row the user revoked, NOOP leaves a fact
 is already known alone. :meth:`ColdTier.forget` deletes a fact on request and records
 that it did.
 
-Full-text search uses an SQLite FTS5 table (trigram tokenizer, so identifiers and
-Chinese text match by substring); on other databases a plain ``LIKE`` search is used.
-:func:`decide` is the pure rule that picks the operation for a candidate.
+The fact model (kinds, keys, the ADD/UPDATE/INVALIDATE/NOOP rule) is in
+:mod:`memos.tiers.facts`; keyword search is :mod:`memos.text.search`'s.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
-from sqlalchemy import Index, event, text
+from sqlalchemy import event, text
 from sqlalchemy.engine import Engine
-from sqlmodel import Field, Session, col, func, select
+from sqlmodel import Session, col, func, select
 
-from ..store import MemosModel
 from ..text.search import KeywordIndex
 from ..text.terms import content_terms
+from .facts import (
+    FACT_KINDS,
+    RULE_KINDS,
+    SLOT_KINDS,
+    Fact,
+    FactBase,
+    FactCandidate,
+    FactChange,
+    FactOp,
+    ForgetRecord,
+    Invalidation,
+    _digest,
+    decide,
+    fact_key,
+    fact_log,
+    key_family,
+    normalize,
+)
 
 __all__ = [
     "FACT_KINDS",
@@ -45,155 +59,11 @@ __all__ = [
     "Invalidation",
     "decide",
     "fact_key",
+    "fact_keywords",
+    "fact_log",
     "key_family",
     "normalize",
 ]
-
-FACT_KINDS = ("constraint", "preference", "identifier", "task_state", "decision", "failed_attempt", "fact")
-# Kinds that share keys: a rule is one rule whether it was judged a constraint or a preference,
-# and a single-valued slot ("address") is one slot whether a rule called it a fact or an identifier.
-RULE_KINDS = ("constraint", "preference")
-SLOT_KINDS = ("fact", "identifier")
-
-
-class FactBase(MemosModel):
-    """The fields of a fact (a data model: validate through it, see :class:`Fact`)."""
-
-    namespace: str = Field(index=True)
-    kind: str = Field(index=True)
-    key: str = Field(index=True)
-    value: str
-    source_ids: str = "[]"  # JSON list of the message ids the fact came from
-    source_seq: int = -1  # seq of the newest source message; orders values of one key in time
-    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
-    created_at: float = Field(default_factory=time.time)
-    valid_from: float = Field(default_factory=time.time)
-    valid_to: float | None = None
-    superseded_by: int | None = None
-    pinned: bool = False
-    status: str = Field(default="current", index=True)  # current | superseded | invalidated
-    # who stated or found it: 'explicit' (pin(text=...)), 'classifier', 'llm', 'rules', ...
-    origin: str = ""
-
-
-class Fact(FactBase, table=True):
-    """One row of the fact table. Build rows with ``Fact.model_validate(...)``."""
-
-    __tablename__ = "memos_fact"
-    # Without statistics SQLite picks the index matching the most equality columns, so each
-    # hot query gets one that matches all of its own: a key's rows, the slots, the pinned facts.
-    __table_args__ = (
-        Index("ix_memos_fact_lookup", "namespace", "kind", "key", "status", "pinned"),
-        Index("ix_memos_fact_slot", "namespace", "kind", "status", "pinned"),
-        Index("ix_memos_fact_pinned", "namespace", "pinned", "status"),
-    )
-
-    id: int | None = Field(default=None, primary_key=True)
-
-    @property
-    def sources(self) -> list[str]:
-        """The message ids the fact came from."""
-        return list(json.loads(self.source_ids))
-
-    def line(self) -> str:
-        """The fact as one compact line, identifiers verbatim."""
-        if self.kind in ("constraint", "preference", "decision"):
-            return f"{self.kind}: {self.value}"
-        if self.key == self.value or self.value.startswith(self.key):
-            return f"{self.kind}: {self.value}"
-        return f"{self.kind} {self.key}: {self.value}"
-
-
-class ForgetRecord(MemosModel, table=True):
-    """A fact deleted on request: its kind, a hash of its key (an identifier's key is the
-    identifier) and of its value, never the value itself."""
-
-    __tablename__ = "memos_forget"
-
-    id: int | None = Field(default=None, primary_key=True)
-    namespace: str = Field(index=True)
-    fact_id: int
-    kind: str
-    key: str
-    value_sha256: str
-    reason: str
-    # facts for this kind and key from messages up to this seq are not extracted again
-    through_seq: int = -1
-    created_at: float = Field(default_factory=time.time)
-    # JSON: how many messages, summaries and archive items had the value redacted
-    erased: str = "{}"
-
-
-class FactOp(str, Enum):
-    """What applying a candidate did to the table."""
-
-    ADD = "ADD"
-    UPDATE = "UPDATE"
-    INVALIDATE = "INVALIDATE"
-    NOOP = "NOOP"
-
-
-@dataclass(frozen=True)
-class FactCandidate:
-    """A fact an extractor proposes.
-
-    ``single`` makes the key single-valued: a new value supersedes the current one (an
-    address, "my email is ..."). ``once`` records the key once: later candidates for a
-    key that has a current row are NOOP (an identifier seen again in another sentence).
-    """
-
-    kind: str
-    key: str
-    value: str
-    source_ids: tuple[str, ...] = ()
-    source_seq: int = -1
-    confidence: float = 1.0
-    pinned: bool = False
-    single: bool = False
-    once: bool = False
-    origin: str = ""
-
-    def __post_init__(self) -> None:
-        if self.kind not in FACT_KINDS:
-            raise ValueError(f"unknown fact kind {self.kind!r}; expected one of {FACT_KINDS}")
-        if not self.key.strip() or not self.value.strip():
-            raise ValueError("a fact needs a non-empty key and value")
-
-
-@dataclass(frozen=True)
-class Invalidation:
-    """A statement revoking earlier facts ("I no longer …"); matched against current
-    constraints and preferences by shared words."""
-
-    text: str
-    source_ids: tuple[str, ...] = ()
-    source_seq: int = -1
-    # the exact fact to revoke, when the extractor knows it (an LLM given the fact ids)
-    fact_id: int | None = None
-
-
-@dataclass(frozen=True)
-class FactChange:
-    """The outcome of one candidate or invalidation."""
-
-    op: FactOp
-    fact: Fact
-    previous: Fact | None = None
-
-
-def fact_log(changes: Iterable[FactChange]) -> dict[str, Any]:
-    """What a batch of changes did, as the compaction log records it: fact ids added,
-    ``[new, old]`` pairs updated, ids invalidated."""
-    out: dict[str, Any] = {"added": [], "updated": [], "invalidated": []}
-    for ch in changes:
-        if ch.op is FactOp.ADD and ch.fact.status == "current":
-            out["added"].append(ch.fact.id)
-        elif ch.op is FactOp.UPDATE:
-            out["updated"].append([ch.fact.id, ch.previous.id if ch.previous else None])
-        elif ch.op is FactOp.INVALIDATE:
-            out["invalidated"].append(ch.fact.id)
-    return out
-
 
 @dataclass
 class _Index:
@@ -201,64 +71,6 @@ class _Index:
 
     values: set[str] = field(default_factory=set)
     keys: set[str] = field(default_factory=set)
-
-
-_SPACE = re.compile(r"\s+")
-_WORD = re.compile(r"[\w$€£¥.-]+|[\u4e00-\u9fff]+", re.UNICODE)
-def _digest(key: str) -> str:
-    return "sha256:" + hashlib.sha256(key.encode()).hexdigest()
-
-
-def normalize(value: str) -> str:
-    """A value compared for equality: lower case, single spaces, no trailing punctuation."""
-    return _SPACE.sub(" ", value).strip().strip(".,;:!?。！？；，").lower()
-
-
-def fact_key(kind: str, text: str) -> str:
-    """The key a fact of ``kind`` stated as ``text`` is stored under. Every path that writes
-    facts uses it (the rules, an LLM's operations, ``pin(text=...)``), so the same rule or the
-    same slot always lands on the same key: identifiers are their own key, verbatim; anything
-    else is its normalised text."""
-    if kind not in FACT_KINDS:
-        raise ValueError(f"unknown fact kind {kind!r}; expected one of {FACT_KINDS}")
-    return text.strip()[:160] if kind == "identifier" else normalize(text)[:160]
-
-
-def key_family(candidate: FactCandidate) -> tuple[str, ...]:
-    """The kinds whose rows a candidate is compared with: every rule kind for a rule, both
-    slot kinds for a single-valued slot, else its own kind."""
-    if candidate.kind in RULE_KINDS:
-        return RULE_KINDS
-    if candidate.single and candidate.kind in SLOT_KINDS:
-        return SLOT_KINDS
-    return (candidate.kind,)
-
-
-def decide(candidate: FactCandidate, same_key: Sequence[Fact]) -> tuple[FactOp, Fact | None]:
-    """The operation for ``candidate`` given the rows with its namespace, kind and key.
-
-    Returns the op and the row it concerns: NOOP with the row already holding the value;
-    UPDATE with the current row the candidate supersedes; ADD with None, or, for an
-    older value of a single-valued key arriving late, with the newer current row (the
-    candidate is then stored as history, superseded by it).
-    """
-    value = normalize(candidate.value)
-    if candidate.kind in RULE_KINDS:  # a rule's key is its text: the same key is the same rule
-        current = [r for r in same_key if r.status == "current"]
-        if current:
-            return FactOp.NOOP, current[0]
-    for row in same_key:
-        if normalize(row.value) == value and row.status != "invalidated":
-            return FactOp.NOOP, row
-    current = [r for r in same_key if r.status == "current"]
-    if candidate.once and current:
-        return FactOp.NOOP, current[0]
-    if not candidate.single or not current:
-        return FactOp.ADD, None
-    newest = max(current, key=lambda r: r.source_seq)
-    if candidate.source_seq >= newest.source_seq:
-        return FactOp.UPDATE, newest
-    return FactOp.ADD, newest
 
 
 class ColdTier:

@@ -1,0 +1,165 @@
+"""``memos bench``: the benchmark commands of the command line (see :mod:`memos.cli`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["bench"]
+
+
+def _ints(text: str, what: str) -> list[int]:
+    try:
+        values = [int(b) for b in text.split(",") if b.strip()]
+    except ValueError:
+        raise SystemExit(f"error: {what} takes numbers separated by commas, got {text!r}") from None
+    if not values:
+        raise SystemExit(f"error: {what} needs at least one number")
+    return values
+
+
+def _write(result: dict[str, object], out: str | None, console: object) -> None:
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(json.dumps(result, indent=2) + "\n")
+        console.print(f"results: {Path(out).resolve()}")  # type: ignore[attr-defined]
+
+
+def _png(out: str | None) -> Path | None:
+    return Path(out).with_suffix(".png") if out else None
+
+
+def bench(args: argparse.Namespace) -> int:
+    """Run the benchmark ``args.benchmark`` names."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console() if sys.stdout.isatty() else Console(width=140)
+    try:
+        if args.benchmark == "locomo":
+            return _bench_locomo(args, console, Table)
+        if args.benchmark == "prefeval":
+            return _bench_prefeval(args, console, Table)
+        if args.benchmark == "tokens":
+            return _bench_tokens(args, console, Table)
+        return _bench_overhead(args, console, Table)
+    except SystemExit as exc:
+        console.print(f"[red]{exc}[/red]")
+        return 2
+
+
+def _bench_locomo(args: argparse.Namespace, console: Any, Table: Any) -> int:
+    from .bench.locomo import plot_locomo, run_locomo
+
+    budgets = _ints(args.budget, "--budget")
+    if min(budgets) < 256:
+        raise SystemExit("error: every budget must be at least 256 tokens")
+    if not Path(args.data).is_file():
+        raise SystemExit(f"error: no LoCoMo file at {args.data}")
+    llm = None
+    if args.llm:
+        from .llm import LLMConfig
+
+        llm = LLMConfig.from_env()
+        if llm is None:
+            raise SystemExit("error: --llm needs MEMOS_LLM_BASE_URL (and MEMOS_LLM_MODEL) or OPENAI_API_KEY")
+    with console.status("running LoCoMo") as status:
+        result = run_locomo(args.data, budgets=budgets, conversations=args.conversations, questions=args.questions,
+                            progress=lambda msg: status.update(f"running LoCoMo: {msg}"), llm=llm,
+                            cross_session=args.cross_session)
+    mode = ", cross-session: questions in a new chat" if args.cross_session else ""
+    table = Table(title=f"LoCoMo ({result['params']['conversations']} conversations{mode})")
+    cols = ["strategy", "budget", "evidence recall", "answer in context", "context tokens", "ms/turn", "ms/question"]
+    for col in cols + (["LLM-judged accuracy"] if llm else []):
+        table.add_column(col, justify="left" if col == "strategy" else "right")
+    for r in result["results"]:
+        m = r["metrics"]
+        table.add_row(r["strategy"], str(r["budget"] or "none"), f"{m['evidence_recall']:.3f}",
+                      f"{m['answer_containment']:.3f}", f"{m['mean_context_tokens']:.0f}", f"{m['ms_per_turn']:.2f}",
+                      f"{m['ms_per_question']:.1f}", *([f"{m['llm_accuracy']:.3f}"] if llm else []))
+    console.print(table)
+    _write(result, args.out, console)
+    png = _png(args.out)
+    if png and len(budgets) > 1:
+        console.print(f"plot: {plot_locomo(result, png).resolve()}")
+    return 0
+
+
+def _bench_prefeval(args: argparse.Namespace, console: Any, Table: Any) -> int:
+    from .bench.prefeval import run_prefeval
+
+    fillers = _ints(args.filler, "--filler")
+    if min(fillers) < 0:
+        raise SystemExit("error: --filler counts must not be negative")
+    if args.budget < 256:
+        raise SystemExit("error: --budget must be at least 256 tokens")
+    if not Path(args.data, "explicit_preference").is_dir():
+        raise SystemExit(f"error: no PrefEval data (explicit_preference/) under {args.data}")
+    with console.status("running PrefEval") as status:
+        try:
+            result = run_prefeval(args.data, fillers=fillers, budget=args.budget, per_topic=args.per_topic,
+                                  progress=lambda msg: status.update(f"running PrefEval: {msg}"))
+        except ValueError as exc:
+            raise SystemExit(f"error: {exc}") from None
+    table = Table(title=f"PrefEval ({result['params']['preferences']} preferences, budget {args.budget})")
+    table.add_column("strategy")
+    for n in fillers:
+        table.add_column(f"in context @{n}", justify="right")
+    table.add_column("context tokens", justify="right")
+    for r in result["results"]:
+        table.add_row(r["strategy"], *(f"{r['by_filler'][str(n)]:.3f}" for n in fillers),
+                      f"{r['metrics']['mean_context_tokens']:.0f}")
+    console.print(table)
+    _write(result, args.out, console)
+    return 0
+
+
+def _bench_tokens(args: argparse.Namespace, console: Any, Table: Any) -> int:
+    from .bench.tokens import plot_tokens_per_turn, run_tokens
+
+    if args.turns < 40:
+        raise SystemExit("error: --turns must be at least 40")
+    if args.budget < 512:
+        raise SystemExit("error: --budget must be at least 512 tokens")
+    with console.status("replaying") as status:
+        result = run_tokens(turns=args.turns, budget=args.budget,
+                            progress=lambda name, turn: status.update(f"replaying: {name}, turn {turn}"))
+    table = Table(title=f"prompt tokens over {args.turns} turns (budget {args.budget})")
+    for col in ("strategy", "cumulative tokens", "share of full history", "largest prompt", "orphan prompts",
+                "constraints kept", "ms/turn"):
+        table.add_column(col, justify="left" if col == "strategy" else "right")
+    for r in result["results"]:
+        m = r["metrics"]
+        table.add_row(r["strategy"], f"{m['cumulative_tokens']:,}", f"{m['ratio_to_full_history']:.1%}",
+                      f"{m['max_prompt_tokens']:,}", str(m["orphan_prompts"]), f"{m['constraints_in_last_prompt']:.0%}",
+                      f"{m['ms_per_turn']:.1f}")
+    console.print(table)
+    _write(result, args.out, console)
+    png = _png(args.out)
+    if png:
+        console.print(f"plot: {plot_tokens_per_turn(result, png).resolve()}")
+    return 0
+
+
+def _bench_overhead(args: argparse.Namespace, console: Any, Table: Any) -> int:
+    from .bench.overhead import run_overhead
+
+    sizes = _ints(args.sizes, "--sizes")
+    if min(sizes) < 1 or args.turns < 10:
+        raise SystemExit("error: sizes must be positive and --turns at least 10")
+    with console.status("measuring") as status:
+        result = run_overhead(sizes=sizes, turns=args.turns, budget=args.budget,
+                              progress=lambda msg: status.update(f"measuring {msg}"))
+    table = Table(title=f"overhead per turn ({args.turns} turns timed after each session length; no LLM)")
+    for col in ("variant", "messages", "p50 ms", "p95 ms", "peak MB", "fill msgs/s"):
+        table.add_column(col, justify="left" if col == "variant" else "right")
+    for r in result["results"]:
+        for size, m in r["by_size"].items():
+            table.add_row(r["strategy"], f"{int(size):,}", f"{m['p50_ms']:.2f}", f"{m['p95_ms']:.2f}",
+                          f"{m['peak_mb']:.0f}", f"{m['fill_messages_per_s']:.0f}")
+    console.print(table)
+    _write(result, args.out, console)
+    return 0

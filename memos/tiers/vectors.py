@@ -1,0 +1,234 @@
+"""Where the archive's vectors live, and who writes them.
+
+:class:`ArchiveBackend` is the protocol (one collection per scope: upsert by id, query by
+vector, delete); :class:`ChromaBackend` implements it on Chroma (embedded, in memory or a
+server). :class:`Indexer` is the one background thread of a store that embeds queued
+archive items and writes their vectors (see :meth:`memos.tiers.archival.ArchivalTier.schedule`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import hashlib
+import logging
+import re
+import threading
+import weakref
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from .archival import ArchivalTier
+
+__all__ = ["ArchiveBackend", "ChromaBackend", "Indexer"]
+
+log = logging.getLogger("memos.archive")
+
+
+@runtime_checkable
+class ArchiveBackend(Protocol):
+    """Where vectors live, one collection per namespace: ``upsert`` by id, ``query`` by
+    vector, ``delete`` a namespace's vectors, ``count`` them."""
+
+    def upsert(self, namespace: str, ids: list[str], embeddings: Any, documents: list[str],
+               metadatas: list[dict[str, Any]]) -> None:
+        """Insert or replace vectors by id."""
+        ...
+
+    def query(self, namespace: str, embedding: Any, n: int) -> list[tuple[str, float]]:
+        """The ``n`` nearest ids of the namespace with their cosine distances."""
+        ...
+
+    def delete(self, namespace: str) -> None:
+        """Delete every vector of the namespace."""
+        ...
+
+    def delete_ids(self, namespace: str, ids: list[str]) -> None:
+        """Delete these vectors of the namespace (ids it does not hold are ignored)."""
+        ...
+
+    def count(self, namespace: str) -> int:
+        """Number of vectors the namespace holds."""
+        ...
+
+
+# Chroma shares one System per path between clients and publishes it before starting it, so
+# a client opened on another thread meanwhile gets a half-started one; opening is serialised.
+_CLIENT_LOCK = threading.Lock()
+
+
+class ChromaBackend:
+    """Chroma collections (cosine space), one per namespace, on disk, in memory or on a
+    Chroma server. A collection per namespace keeps every query an unfiltered HNSW
+    search (a metadata filter made Chroma 20x slower at 10k vectors) and keeps users apart."""
+
+    def __init__(self, client: Any, prefix: str = "memos") -> None:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,60}", prefix):
+            raise ValueError(f"a Chroma collection prefix is letters, digits, '.', '_' or '-' (at most 61), got {prefix!r}")
+        self.client = client
+        self.prefix = prefix
+        self._collections: dict[str, Any] = {}
+
+    def collection_name(self, namespace: str) -> str:
+        """The Chroma collection that holds ``namespace``'s vectors."""
+        return f"{self.prefix}-{hashlib.sha256(namespace.encode()).hexdigest()[:40]}"
+
+    def _collection(self, namespace: str) -> Any:
+        col_ = self._collections.get(namespace)
+        if col_ is None:
+            col_ = self.client.get_or_create_collection(
+                self.collection_name(namespace), embedding_function=None,
+                configuration={"hnsw": {"space": "cosine"}}, metadata={"namespace": namespace},
+            )
+            self._collections[namespace] = col_
+        return col_
+
+    @classmethod
+    def persistent(cls, path: str | Path, *, prefix: str = "memos") -> ChromaBackend:
+        """Chroma's embedded client storing under ``path`` (telemetry off)."""
+        import chromadb
+        from chromadb.config import Settings
+
+        with _CLIENT_LOCK:
+            return cls(chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False)), prefix)
+
+    @classmethod
+    def ephemeral(cls, *, prefix: str = "memos") -> ChromaBackend:
+        """An in-memory Chroma (lost when the process ends; for in-memory stores)."""
+        import chromadb
+        from chromadb.config import Settings
+
+        with _CLIENT_LOCK:
+            return cls(chromadb.EphemeralClient(settings=Settings(anonymized_telemetry=False)), prefix)
+
+    @classmethod
+    def http(cls, url: str, *, prefix: str = "memos") -> ChromaBackend:
+        """A Chroma server, e.g. ``http://127.0.0.1:8000`` (started with ``chroma run``).
+        ``prefix`` starts every collection name, so several stores can share one server."""
+        import chromadb
+        from chromadb.config import Settings
+
+        m = re.match(r"^(https?)://([^:/]+)(?::(\d+))?", url)
+        if not m:
+            raise ValueError(f"not a Chroma server URL: {url!r}")
+        ssl = m.group(1) == "https"
+        port = int(m.group(3) or (443 if ssl else 8000))
+        return cls(chromadb.HttpClient(host=m.group(2), port=port, ssl=ssl, settings=Settings(anonymized_telemetry=False)),
+                   prefix)
+
+    def upsert(self, namespace: str, ids: list[str], embeddings: Any, documents: list[str],
+               metadatas: list[dict[str, Any]]) -> None:
+        """Insert or replace vectors by id. The texts are not stored in Chroma (the store
+        holds them): a forgotten value is then erased from one place, not two."""
+        self._collection(namespace).upsert(ids=ids, embeddings=embeddings, metadatas=metadatas)
+
+    def query(self, namespace: str, embedding: Any, n: int) -> list[tuple[str, float]]:
+        """The ``n`` nearest ids with their cosine distances."""
+        res = self._collection(namespace).query(query_embeddings=[embedding], n_results=n, include=["distances"])
+        ids = res["ids"][0] if res["ids"] else []
+        dists = (res.get("distances") or [[]])[0] or [0.0] * len(ids)
+        return list(zip(ids, (float(d) for d in dists), strict=True))
+
+    def delete(self, namespace: str) -> None:
+        """Drop the namespace's collection."""
+        self._collections.pop(namespace, None)
+        try:
+            self.client.delete_collection(self.collection_name(namespace))
+        except Exception:  # it did not exist
+            pass
+
+    def delete_ids(self, namespace: str, ids: list[str]) -> None:
+        """Delete these vectors of the namespace."""
+        if ids:
+            self._collection(namespace).delete(ids=ids)
+
+    def count(self, namespace: str) -> int:
+        """Number of vectors the namespace holds."""
+        return int(self._collection(namespace).count())
+
+    def ids(self, namespace: str) -> set[str]:
+        """The ids of every vector the namespace holds (to check it against the store)."""
+        return set(self._collection(namespace).get(include=[])["ids"])
+
+
+# The indexer thread is a daemon (a script that forgets close() must still exit), so the
+# interpreter would kill it mid-call into ONNX Runtime at teardown, which aborts the process.
+# Before teardown, every running indexer is asked to stop and joined (after its current batch);
+# what it had not embedded stays queued for the next open.
+_INDEXERS: weakref.WeakSet[Indexer] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_indexers() -> None:
+    for indexer in list(_INDEXERS):
+        indexer.stop()
+
+
+class Indexer:
+    """One background thread that writes the archival vectors of every tier that asks
+    (:meth:`ArchivalTier.schedule`), a batch at a time, so that a store serving a thousand
+    sessions runs one indexing thread, not a thousand. Started on first use."""
+
+    def __init__(self, batch: int = 16) -> None:
+        self.batch = batch
+        self._dirty: dict[int, ArchivalTier] = {}
+        self._cond = threading.Condition()
+        self._busy = threading.Lock()  # held for each batch
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+
+    def schedule(self, tier: ArchivalTier) -> None:
+        """Flush ``tier`` soon, on the indexer thread."""
+        with self._cond:
+            self._dirty[id(tier)] = tier
+            if self._thread is None or not self._thread.is_alive():
+                self._stopping = False
+                self._thread = threading.Thread(target=self._run, name="memos-archival-indexer", daemon=True)
+                self._thread.start()
+                _INDEXERS.add(self)
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._dirty and not self._stopping:
+                    self._cond.wait()
+                if self._stopping:
+                    return
+                key = next(iter(self._dirty))
+                tier = self._dirty.pop(key)
+            try:
+                with self._busy:
+                    more = tier.flush(limit=self.batch)
+            except Exception:  # the tier logs its own failures; one bad tier must not stop the others
+                log.exception("archival indexing failed")
+                more = 0
+            if more:
+                with self._cond:
+                    self._dirty.setdefault(key, tier)
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """No batch runs inside this block (one running is finished first): deletions take
+        it, so that no batch writes a vector or holds a read transaction while they scrub."""
+        with self._busy:
+            yield
+
+    def stop(self) -> None:
+        """Stop after the current batch; what is queued stays queued (in the store)."""
+        with self._cond:
+            thread = self._thread
+            self._stopping = True
+            self._dirty.clear()
+            self._cond.notify_all()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+        self._thread = None
+        _INDEXERS.discard(self)
+
+    @property
+    def running(self) -> bool:
+        """Whether the indexing thread is alive."""
+        return self._thread is not None and self._thread.is_alive()
