@@ -23,6 +23,8 @@ from .paging.guards import (
     ToolChainGuard,
     Verdict,
 )
+from .tiers.archival import Hit
+from .tiers.cold import Fact, ForgetRecord
 from .tokens import TokenCounter
 
 __all__ = [
@@ -30,7 +32,10 @@ __all__ = [
     "DEFAULT_SETTINGS",
     "BudgetExceeded",
     "ConstraintGuard",
+    "Fact",
+    "ForgetRecord",
     "Guard",
+    "Hit",
     "InvalidMessage",
     "InvalidNamespace",
     "Memory",
