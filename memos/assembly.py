@@ -21,7 +21,7 @@ from .paging.guards import extract_constraints
 from .recall import Recall
 from .state import SessionState
 from .text.terms import content_terms
-from .tiers.cold import ColdTier
+from .tiers.cold import ColdTier, Fact
 from .tiers.hot import Unit, clip_json, group_units, placeholder, render_text, tool_names
 from .tiers.warm import fit_summary
 from .tokens import REPLY_PRIMING, TokenCounter
@@ -236,7 +236,11 @@ class ContextAssembler:
         msg = None
         tokens = 0
         if limit > 40:
-            hits = [f for f in self.cold.search(text, limit=20) if f.id not in shown] if text else []
+            asked = text.lower()
+            # a fact the identifier net kept (the identifier and the sentence around it) is shown when
+            # the identifier is asked about: its message is in the archive, word for word, for the rest
+            hits = [f for f in self.cold.search(text, limit=20) if f.id not in shown
+                    and not (_net_fact(f) and f.key.lower() not in asked)] if text else []
             seen: set[int | None] = set()
             used = self.counter.count_message(facts_message(["x"]) or {})
             for f in hits:
@@ -347,3 +351,8 @@ class ContextAssembler:
         )
         return [copy.deepcopy(d) if ("tool_calls" in d or isinstance(d.get("content"), list)) else dict(d) for d in out]
 
+
+def _net_fact(f: Fact) -> bool:
+    """Whether a fact is one the identifier net kept: keyed by the identifier itself, its value
+    the sentence it was found in."""
+    return f.kind == "identifier" and f.key != f.value and f.key in f.value and f.key not in ("address",)
