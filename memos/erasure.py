@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import or_, text
+from sqlalchemy import or_
 from sqlmodel import Session, col, select
 
 from .patterns import find_identifiers
@@ -209,7 +209,3 @@ def _redact_json(data: Any, redact: Callable[[str], str]) -> Any:
     if isinstance(data, dict):
         return {k: _redact_json(v, redact) for k, v in data.items()}
     return data
-
-
-def _has_table(s: Session, name: str) -> bool:
-    return s.execute(text("SELECT 1 FROM sqlite_master WHERE name = :n"), {"n": name}).first() is not None

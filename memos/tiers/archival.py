@@ -52,7 +52,6 @@ ARCHIVE_KINDS = ("message", "tool_chain", "summary", "tool_result", "note", "exc
 # three LoCoMo conversations (evidence recall in a fixed room 0.725 -> 0.749) and held on the
 # other four (0.683 -> 0.705).
 RRF_K = 20
-_COLLECTION = "memos_archive"
 
 
 class ArchiveItem(MemosModel, table=True):

@@ -170,7 +170,6 @@ def fact_log(changes: Iterable[FactChange]) -> dict[str, Any]:
 
 
 _SPACE = re.compile(r"\s+")
-_WORD = re.compile(r"[\w$€£¥.-]+|[\u4e00-\u9fff]+", re.UNICODE)
 def _digest(key: str) -> str:
     return "sha256:" + hashlib.sha256(key.encode()).hexdigest()
 
