@@ -156,9 +156,10 @@ class Memory:
         self.archival: ArchivalTier = self.store.archive_for(self.scope, archive=archive, embedder=embedder,
                                                              model_dir=embedding_model_dir,
                                                              background=settings.background_indexing)
-        self._own_tools_tokens = self.counter.count_tools(TOOLS)
-        self._default_tools_tokens = self._own_tools_tokens
-        self._default_tools_tokens = self._count_tools(tools)
+        # the tools every request carries unless context() is told otherwise: memos' own by default
+        self._default_tools_tokens = self.counter.count_tools(TOOLS)
+        if tools is not None:
+            self._default_tools_tokens = self._count_tools(tools)
 
         references = ReferenceGuard(settings.reference_turns)
         if guard is None:

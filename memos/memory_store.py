@@ -183,10 +183,7 @@ class MemoryStore(Store):
         with Session(self.engine) as s:
             scopes = s.exec(select(ArchiveItem.namespace).where(ArchiveItem.indexed == False).distinct()).all()  # noqa: E712
         for scope in scopes:
-            tier = self._archives.get(f"{scope}\0True") or ArchivalTier(self.engine, scope, self.backend, self.embedder,
-                                                                         indexer=self.indexer)
-            self._archives.setdefault(f"{scope}\0True", tier)
-            tier.schedule()
+            self.archive(scope).schedule()
 
     def backend(self) -> ArchiveBackend | None:
         """The archive backend, opened on first use (Chroma takes a moment to start)."""
