@@ -13,8 +13,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .tools_schema import TOOL_NAMES
-
 if TYPE_CHECKING:
     from .memory import Memory
 
@@ -63,7 +61,7 @@ def run_turn(
             return result
         for call in calls:
             name = call.function.name
-            if name in TOOL_NAMES:
+            if memory.is_memory_tool(name):
                 memory.add(memory.handle_tool_call(call))
                 result.memory_calls.append(name)
                 continue

@@ -7,12 +7,15 @@ budget_tokens=4096)``) or :meth:`MemosSettings.from_env`.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
 __all__ = ["DEFAULT_SETTINGS", "SHARE_SCOPES", "MemosSettings"]
 
 SHARE_SCOPES = ("user", "agent", "session")
+# what may start the name of a memos tool (the name must stay a valid function name)
+TOOL_PREFIX = re.compile(r"[A-Za-z0-9_-]{0,40}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,6 +76,9 @@ class MemosSettings:
     # user's sessions with the same agent) or 'session' (this session only). The hot tier
     # and the rolling summary always belong to the session.
     share: str = "user"
+    # Put before the names of memos' tools (``memory_`` gives ``memory_retrieve``), so they
+    # cannot collide with the app's own tools.
+    tool_prefix: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.budget_tokens, int) or self.budget_tokens < 64:
@@ -102,6 +108,8 @@ class MemosSettings:
             raise ValueError("recall_top_k must be >= 1")
         if self.share not in SHARE_SCOPES:
             raise ValueError(f"share must be one of {', '.join(SHARE_SCOPES)}, got {self.share!r}")
+        if not isinstance(self.tool_prefix, str) or not TOOL_PREFIX.fullmatch(self.tool_prefix):
+            raise ValueError(f"tool_prefix must be up to 40 letters, digits, '_' or '-', got {self.tool_prefix!r}")
         if not 0.0 <= self.recall_reserve < 0.8:
             raise ValueError(f"recall_reserve must be in [0, 0.8), got {self.recall_reserve!r}")
 
@@ -161,6 +169,8 @@ class MemosSettings:
                     changes[f.name] = int(raw)
                 elif isinstance(current, float):
                     changes[f.name] = float(raw)
+                elif isinstance(current, str):
+                    changes[f.name] = raw
                 else:
                     changes[f.name] = raw or None
             except ValueError as exc:

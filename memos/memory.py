@@ -49,7 +49,7 @@ from .tiers.cold import ColdTier, Fact, ForgetRecord
 from .tiers.hot import group_units, render_text
 from .tiers.warm import ExtractiveSummarizer, Summarizer
 from .tokens import TokenCounter, default_counter
-from .tools_schema import TOOLS, handle_tool_call
+from .tools_schema import AGENT_TOOLS, check_prefix, handle_tool_call, tool_name, tool_schemas
 
 __all__ = ["Memory", "MemoryStats", "PagingEvent", "Rollback"]
 
@@ -157,7 +157,8 @@ class Memory:
                                                              model_dir=embedding_model_dir,
                                                              background=settings.background_indexing)
         # the tools every request carries unless context() is told otherwise: memos' own by default
-        self._default_tools_tokens = self.counter.count_tools(TOOLS)
+        self._tool_prefixes = {check_prefix(settings.tool_prefix)}
+        self._default_tools_tokens = self.counter.count_tools(tool_schemas(settings.tool_prefix))
         if tools is not None:
             self._default_tools_tokens = self._count_tools(tools)
 
@@ -477,9 +478,21 @@ class Memory:
         memory tool calls run in between; see :func:`memos.agent.run_turn` for the options."""
         return run_turn(self, client, model, user_text, **kwargs)
 
-    def tools(self) -> list[dict[str, Any]]:
-        """The memory tools (``archive``, ``retrieve``, ``pin``) as OpenAI function schemas."""
-        return json.loads(json.dumps(TOOLS))
+    def tools(self, prefix: str | None = None, *, names: Sequence[str] = AGENT_TOOLS) -> list[dict[str, Any]]:
+        """The memory tools as OpenAI function schemas (strict, generated from the pydantic
+        models that validate their arguments): ``archive``, ``retrieve`` and ``pin`` unless
+        ``names`` lists others of :data:`memos.tools_schema.REGISTRY` (``facts``, ``forget``).
+
+        Each name starts with ``prefix`` (default ``settings.tool_prefix``, e.g. ``memory_``
+        gives ``memory_retrieve``) so it cannot collide with the app's own tools;
+        :meth:`handle_tool_call` knows every prefix given here."""
+        prefix = self.settings.tool_prefix if prefix is None else check_prefix(prefix)
+        self._tool_prefixes.add(prefix)
+        return tool_schemas(prefix, names)
+
+    def is_memory_tool(self, name: str) -> bool:
+        """Whether a tool call named ``name`` is one of memos' tools (under a known prefix)."""
+        return tool_name(name, tuple(self._tool_prefixes)) is not None
 
     def handle_tool_call(self, tool_call: Any) -> dict[str, Any]:
         """Run one memory tool call and return the ``tool`` message to add.
@@ -487,7 +500,7 @@ class Memory:
         Accepts the SDK's tool-call objects or their dicts. Whatever is wrong with the
         call comes back as an error result the model can read, never as an exception.
         """
-        return handle_tool_call(self, tool_call)
+        return handle_tool_call(self, tool_call, prefixes=tuple(self._tool_prefixes))
 
     # -- lifecycle -----------------------------------------------------------------
 

@@ -1,109 +1,56 @@
-"""The memory tools the agent can call: OpenAI function-calling schemas and their dispatch.
+"""The memory tools the agent can call: a registry of pydantic argument models, the OpenAI
+function-calling schemas generated from them, and the dispatch.
 
-:data:`TOOLS` goes into ``client.chat.completions.create(tools=...)`` (strict JSON
-schemas: every property listed as required, optional ones nullable). :func:`dispatch`
-checks a call's arguments with Pydantic and runs it against a :class:`memos.Memory`;
-whatever is wrong with the call (bad JSON, wrong types, unknown fields, out-of-range
-numbers, an empty query, an unknown tool) comes back as an error result the model can
-read and correct, never as an exception.
+Each :class:`MemoryTool` pairs a name and description with the pydantic model that validates
+its arguments; its schema is generated from that model by ``openai.pydantic_function_tool``
+(strict: every property listed as required, optional ones nullable, the length and range
+limits included), so the schema the model sees and the validation it meets cannot drift.
+:func:`tool_schemas` gives the schemas, optionally with a name prefix (``memory_retrieve``)
+so they never collide with an app's own tools; :func:`dispatch` routes a call by name
+through :data:`REGISTRY`. Whatever is wrong with a call (bad JSON, wrong types, unknown
+fields, out-of-range numbers, an empty query, an unknown tool) comes back as an error result
+the model can read and correct, never as an exception.
+
+``archive``, ``retrieve`` and ``pin`` are offered to a chat agent by default; ``facts`` and
+``forget`` are there for hosts that manage the memory itself (the MCP server).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Literal
 
+import openai
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .config import TOOL_PREFIX
 
 if TYPE_CHECKING:
     from .memory import Memory
 
-__all__ = ["ARCHIVE_TOOL", "PIN_TOOL", "RETRIEVE_TOOL", "TOOLS", "TOOL_NAMES", "dispatch", "handle_tool_call"]
+__all__ = [
+    "AGENT_TOOLS", "REGISTRY", "TOOLS", "TOOL_NAMES", "MemoryTool", "check_prefix", "dispatch", "handle_tool_call", "run_tool",
+    "tool_name",
+    "tool_schemas",
+]
 
 MAX_TOP_K = 20
-
-ARCHIVE_TOOL: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": "archive",
-        "description": (
-            "Save something to long-term memory verbatim, so it can be found later with `retrieve` even after "
-            "it has left the conversation. Give `content` (text to save) or `message_ids` (ids of earlier "
-            "messages to save as they are), and optional `tags`."
-        ),
-        "strict": True,
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "content": {"type": ["string", "null"], "description": "Text to save."},
-                "message_ids": {"type": ["array", "null"], "items": {"type": "string"},
-                                "description": "Ids of logged messages to save verbatim."},
-                "tags": {"type": ["array", "null"], "items": {"type": "string"}, "description": "Labels for later search."},
-            },
-            "required": ["content", "message_ids", "tags"],
-            "additionalProperties": False,
-        },
-    },
-}
-
-RETRIEVE_TOOL: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": "retrieve",
-        "description": (
-            "Search long-term memory (earlier messages, summaries, archived notes and known facts) by meaning "
-            "and keywords. The results are added to your context as recalled memory."
-        ),
-        "strict": True,
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "query": {"type": "string", "description": "What to look for."},
-                "top_k": {"type": ["integer", "null"], "description": f"How many results, 1-{MAX_TOP_K} (default 5)."},
-                "since": {"type": ["string", "null"], "description": "Only items from this time on (ISO 8601)."},
-                "until": {"type": ["string", "null"], "description": "Only items up to this time (ISO 8601)."},
-                "kind": {"type": ["string", "null"],
-                         "enum": ["message", "tool_chain", "summary", "tool_result", "note", "excerpt", "fact", None],
-                         "description": "Only results of this kind."},
-                "page": {"type": ["integer", "null"], "description": "Page of results, from 1 (default 1)."},
-            },
-            "required": ["query", "top_k", "since", "until", "kind", "page"],
-            "additionalProperties": False,
-        },
-    },
-}
-
-PIN_TOOL: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": "pin",
-        "description": (
-            "Keep a rule or fact the user gave in every future context (for example a constraint like "
-            "'never book flights before 9am'). Use sparingly."
-        ),
-        "strict": True,
-        "parameters": {
-            "type": "object",
-            "properties": {"text": {"type": "string", "description": "The rule or fact, in one sentence."}},
-            "required": ["text"],
-            "additionalProperties": False,
-        },
-    },
-}
-
-TOOLS: tuple[dict[str, Any], ...] = (ARCHIVE_TOOL, RETRIEVE_TOOL, PIN_TOOL)
-TOOL_NAMES = frozenset(t["function"]["name"] for t in TOOLS)
+HitKind = Literal["message", "tool_chain", "summary", "tool_result", "note", "excerpt", "fact"]
 
 
 class _Args(BaseModel):
+    # no docstrings on the argument models: pydantic would send them to the model as descriptions
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class ArchiveArgs(_Args):
-    content: str | None = None
-    message_ids: list[str] | None = None
-    tags: list[str] | None = None
+    content: str | None = Field(default=None, max_length=20_000, description="Text to save.")
+    message_ids: list[str] | None = Field(default=None, max_length=200,
+                                          description="Ids of logged messages to save verbatim.")
+    tags: list[str] | None = Field(default=None, max_length=20, description="Labels for later search.")
 
     @field_validator("content")
     @classmethod
@@ -114,25 +61,35 @@ class ArchiveArgs(_Args):
 
 
 class RetrieveArgs(_Args):
-    query: str
-    top_k: int | None = Field(default=None, ge=1, le=MAX_TOP_K)
-    since: str | None = None
-    until: str | None = None
-    kind: Literal["message", "tool_chain", "summary", "tool_result", "note", "excerpt", "fact"] | None = None
-    page: int | None = Field(default=None, ge=1, le=100)
+    query: str = Field(max_length=2000, description="What to look for.")
+    top_k: int | None = Field(default=None, ge=1, le=MAX_TOP_K, description=f"How many results, 1-{MAX_TOP_K} (default 5).")
+    since: str | None = Field(default=None, max_length=40, description="Only items from this time on (ISO 8601).")
+    until: str | None = Field(default=None, max_length=40, description="Only items up to this time (ISO 8601).")
+    kind: HitKind | None = Field(default=None, description="Only results of this kind.")
+    page: int | None = Field(default=None, ge=1, le=100, description="Page of results, from 1 (default 1).")
 
     @field_validator("query")
     @classmethod
     def _query(cls, v: str) -> str:
         if not v.strip():
             raise ValueError("query must not be empty")
-        if len(v) > 2000:
-            raise ValueError("query must be at most 2000 characters")
         return v
 
 
 class PinArgs(_Args):
-    text: str = Field(min_length=1, max_length=500)
+    text: str = Field(min_length=1, max_length=500, description="The rule or fact, in one sentence.")
+
+
+class FactsArgs(_Args):
+    query: str | None = Field(default=None, max_length=2000,
+                              description="Only facts matching this, best first (default: every current fact).")
+    kind: str | None = Field(default=None, max_length=40,
+                             description="Only facts of this kind, e.g. constraint, preference, identifier.")
+
+
+class ForgetArgs(_Args):
+    fact_id: int = Field(ge=1, description="The id of the fact to forget, as `facts` lists it.")
+    reason: str | None = Field(default=None, max_length=200, description="Why (kept with the deletion record).")
 
 
 def _timestamp(value: str | None, name: str) -> float | None:
@@ -151,6 +108,113 @@ def _error(message: str) -> dict[str, Any]:
     return {"status": "error", "error": message}
 
 
+def _archive(memory: Memory, a: ArchiveArgs) -> dict[str, Any]:
+    if not a.content and not a.message_ids:
+        return _error("give content or message_ids")
+    return {"status": "ok", "archived_id": memory.archive(content=a.content, message_ids=a.message_ids,
+                                                          tags=a.tags or ())}
+
+
+def _retrieve(memory: Memory, r: RetrieveArgs) -> dict[str, Any]:
+    since, until = _timestamp(r.since, "since"), _timestamp(r.until, "until")
+    top_k, page = r.top_k or 5, r.page or 1
+    hits = memory.retrieve(r.query, top_k, since=since, until=until, kind=r.kind, page=page, promote=True)
+    return {"status": "ok", "page": page, "results": [h.to_dict(preview_chars=300) for h in hits],
+            "note": "the full text of these results is in the [memory: recalled] section of your context"}
+
+
+def _pin(memory: Memory, p: PinArgs) -> dict[str, Any]:
+    fact = memory.pin(text=p.text)
+    return {"status": "ok", "pinned_fact_id": fact.id if fact is not None else None}
+
+
+def _facts(memory: Memory, f: FactsArgs) -> dict[str, Any]:
+    facts = memory.facts(f.kind, query=f.query) if f.query and f.query.strip() else memory.facts(f.kind)
+    return {"status": "ok", "facts": [{"id": x.id, "kind": x.kind, "key": x.key, "value": x.value,
+                                       "pinned": x.pinned} for x in facts[:200]]}
+
+
+def _forget(memory: Memory, f: ForgetArgs) -> dict[str, Any]:
+    if not any(x.id == f.fact_id for x in memory.facts(include_history=True)):
+        return _error(f"no fact with id {f.fact_id}; `facts` lists them")
+    record = memory.forget(f.fact_id, f.reason or "user request")
+    return {"status": "ok", "forgotten_fact_id": f.fact_id, "erased": json.loads(record.erased or "{}")}
+
+
+@dataclass(frozen=True)
+class MemoryTool:
+    """One memory tool: its name, what it does (for the model), the pydantic model of its
+    arguments and the function that runs it against a :class:`~memos.Memory`."""
+
+    name: str
+    description: str
+    args: type[BaseModel]
+    run: Callable[[Memory, Any], dict[str, Any]]
+
+    def schema(self, prefix: str = "") -> dict[str, Any]:
+        """The OpenAI function-calling schema, generated from ``args`` (strict)."""
+        return _untitled(dict(openai.pydantic_function_tool(self.args, name=prefix + self.name,
+                                                            description=self.description)))
+
+
+def _untitled(schema: Any) -> Any:
+    """``schema`` without pydantic's ``title`` keys, which cost tokens and tell the model nothing."""
+    if isinstance(schema, dict):
+        return {k: _untitled(v) for k, v in schema.items() if not (k == "title" and isinstance(v, str))}
+    if isinstance(schema, list):
+        return [_untitled(v) for v in schema]
+    return schema
+
+
+REGISTRY: dict[str, MemoryTool] = {t.name: t for t in (
+    MemoryTool("archive", "Save something to long-term memory verbatim, so it can be found later with `retrieve` even "
+               "after it has left the conversation. Give `content` (text to save) or `message_ids` (ids of earlier "
+               "messages to save as they are), and optional `tags`.", ArchiveArgs, _archive),
+    MemoryTool("retrieve", "Search long-term memory (earlier messages, summaries, archived notes and known facts) by "
+               "meaning and keywords. The results are added to your context as recalled memory.", RetrieveArgs,
+               _retrieve),
+    MemoryTool("pin", "Keep a rule or fact the user gave in every future context (for example a constraint like "
+               "'never book flights before 9am'). Use sparingly.", PinArgs, _pin),
+    MemoryTool("facts", "List what memory knows about the user: current facts (rules, preferences, identifiers, "
+               "details), with their ids.", FactsArgs, _facts),
+    MemoryTool("forget", "Forget a fact everywhere, on the user's request: its value is erased from every message, "
+               "summary and archived note, and it is not learnt again.", ForgetArgs, _forget),
+)}
+# the tools a chat agent is offered by default
+AGENT_TOOLS = ("archive", "retrieve", "pin")
+
+
+def check_prefix(prefix: str) -> str:
+    """``prefix`` if it can start a tool name (letters, digits, ``_`` and ``-``, at most 40)."""
+    if not isinstance(prefix, str) or not TOOL_PREFIX.fullmatch(prefix):
+        raise ValueError(f"a tool prefix is up to 40 letters, digits, '_' or '-', got {prefix!r}")
+    return prefix
+
+
+def tool_schemas(prefix: str = "", names: Iterable[str] = AGENT_TOOLS) -> list[dict[str, Any]]:
+    """The OpenAI function schemas of the tools ``names`` (default: the agent's three),
+    each named ``prefix + name``."""
+    check_prefix(prefix)
+    wanted = list(names)
+    unknown = [n for n in wanted if n not in REGISTRY]
+    if unknown:
+        raise ValueError(f"unknown memory tools {unknown}; there are {sorted(REGISTRY)}")
+    return [REGISTRY[n].schema(prefix) for n in wanted]
+
+
+def tool_name(name: str, prefixes: Sequence[str] = ("",)) -> str | None:
+    """The registry name that ``name`` (as the model called it) stands for under one of
+    ``prefixes``, or ``None`` when it is not a memory tool."""
+    for prefix in sorted(set(prefixes), key=len, reverse=True):
+        if name.startswith(prefix) and name[len(prefix):] in REGISTRY:
+            return name[len(prefix):]
+    return None
+
+
+TOOLS: tuple[dict[str, Any], ...] = tuple(tool_schemas())
+TOOL_NAMES = frozenset(AGENT_TOOLS)
+
+
 def _validation_message(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors():
@@ -162,41 +226,32 @@ def _validation_message(exc: ValidationError) -> str:
     return "invalid arguments: " + "; ".join(parts)
 
 
-def dispatch(memory: Memory, name: str, arguments: Any) -> dict[str, Any]:
-    """Run one memory tool call; returns the result as data (``status`` 'ok' or 'error')."""
-    if name not in TOOL_NAMES:
-        return _error(f"unknown tool {name!r}; memory tools are {sorted(TOOL_NAMES)}")
+def dispatch(memory: Memory, name: str, arguments: Any, *, prefixes: Sequence[str] = ("",)) -> dict[str, Any]:
+    """Run one memory tool call; returns the result as data (``status`` 'ok' or 'error').
+    ``name`` may carry one of ``prefixes``."""
+    base = tool_name(name, prefixes)
+    if base is None:
+        known = sorted(p + n for p in set(prefixes) for n in REGISTRY)
+        return _error(f"unknown tool {name!r}; memory tools are {known}")
     if isinstance(arguments, (str, bytes)):
         try:
             arguments = json.loads(arguments or "{}")
         except (ValueError, UnicodeDecodeError) as exc:
             return _error(f"arguments are not valid JSON ({exc})")
+    if arguments is None:
+        arguments = {}
     if not isinstance(arguments, dict):
         return _error("arguments must be a JSON object")
+    tool = REGISTRY[base]
     try:
-        if name == "archive":
-            a = ArchiveArgs.model_validate(arguments)
-            if not a.content and not a.message_ids:
-                return _error("give content or message_ids")
-            item = memory.archive(content=a.content, message_ids=a.message_ids, tags=a.tags or ())
-            return {"status": "ok", "archived_id": item}
-        if name == "retrieve":
-            r = RetrieveArgs.model_validate(arguments)
-            since, until = _timestamp(r.since, "since"), _timestamp(r.until, "until")
-            top_k, page = r.top_k or 5, r.page or 1
-            hits = memory.retrieve(r.query, top_k, since=since, until=until, kind=r.kind, page=page, promote=True)
-            return {"status": "ok", "page": page, "results": [h.to_dict(preview_chars=300) for h in hits],
-                    "note": "the full text of these results is in the [memory: recalled] section of your context"}
-        p = PinArgs.model_validate(arguments)
-        fact = memory.pin(text=p.text)
-        return {"status": "ok", "pinned_fact_id": fact.id if fact is not None else None}
+        return tool.run(memory, tool.args.model_validate(arguments))
     except ValidationError as exc:
         return _error(_validation_message(exc))
     except ValueError as exc:
         return _error(str(exc))
 
 
-def handle_tool_call(memory: Memory, tool_call: Any) -> dict[str, Any]:
+def handle_tool_call(memory: Memory, tool_call: Any, *, prefixes: Sequence[str] = ("",)) -> dict[str, Any]:
     """Run one memory tool call against ``memory`` and return the ``tool`` message to add.
 
     Accepts the SDK's tool-call objects or their dicts. Whatever is wrong with the call
@@ -212,8 +267,14 @@ def handle_tool_call(memory: Memory, tool_call: Any) -> dict[str, Any]:
     if not name:
         result: dict[str, Any] = {"status": "error", "error": "a tool call needs function.name and function.arguments"}
     else:
-        try:
-            result = dispatch(memory, name, args)
-        except Exception as exc:  # a failure inside memos must not end the agent's turn
-            result = {"status": "error", "error": f"{name} failed: {type(exc).__name__}: {exc}"}
+        result = run_tool(memory, name, args, prefixes=prefixes)
     return {"role": "tool", "tool_call_id": call_id, "content": json.dumps(result, ensure_ascii=False)}
+
+
+def run_tool(memory: Memory, name: str, arguments: Any, *, prefixes: Sequence[str] = ("",)) -> dict[str, Any]:
+    """:func:`dispatch`, with a failure inside memos turned into an error result too: a
+    memory tool must not end the agent's turn."""
+    try:
+        return dispatch(memory, name, arguments, prefixes=prefixes)
+    except Exception as exc:
+        return {"status": "error", "error": f"{name} failed: {type(exc).__name__}: {exc}"}

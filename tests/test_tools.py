@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from memos import Memory
 from memos.paging.context import RECALL_HEADER
-from memos.tools_schema import TOOLS
+from memos.tools_schema import REGISTRY, TOOLS
 from tests.conftest import user
 
 
@@ -104,7 +104,8 @@ json_values = st.recursive(
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4),
     max_leaves=12,
 )
-field_names = st.sampled_from(["query", "top_k", "since", "until", "kind", "page", "content", "message_ids", "tags", "text", "x"])
+field_names = st.sampled_from(["query", "top_k", "since", "until", "kind", "page", "content", "message_ids", "tags", "text",
+                               "fact_id", "reason", "x"])
 arguments = st.one_of(
     st.text(max_size=80),
     st.dictionaries(field_names, json_values, max_size=6).map(json.dumps),
@@ -113,7 +114,7 @@ arguments = st.one_of(
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(name=st.sampled_from(["archive", "retrieve", "pin", "other", ""]), args=arguments,
+@given(name=st.sampled_from(["archive", "retrieve", "pin", "facts", "forget", "other", ""]), args=arguments,
        call_id=st.one_of(st.none(), st.text(max_size=8)))
 def test_no_exception_escapes_handle_tool_call(mem, name, args, call_id):
     msg = mem.handle_tool_call({"id": call_id, "type": "function", "function": {"name": name, "arguments": args}})
@@ -122,3 +123,51 @@ def test_no_exception_escapes_handle_tool_call(mem, name, args, call_id):
     assert body["status"] in ("ok", "error")
     if body["status"] == "error":
         assert isinstance(body["error"], str) and body["error"]
+
+
+def test_schemas_carry_the_limits_the_arguments_are_validated_against(mem):
+    by_name = {t["function"]["name"]: t["function"]["parameters"]["properties"] for t in mem.tools(names=REGISTRY)}
+    assert set(by_name) == {"archive", "retrieve", "pin", "facts", "forget"}
+    assert by_name["pin"]["text"]["maxLength"] == 500
+    assert by_name["retrieve"]["query"]["maxLength"] == 2000
+    top_k = next(a for a in by_name["retrieve"]["top_k"]["anyOf"] if a.get("type") == "integer")
+    assert (top_k["minimum"], top_k["maximum"]) == (1, 20)
+    # one character over the schema's limit is refused with the field named; at the limit it is not
+    long_pin = json.loads(mem.handle_tool_call(call("pin", {"text": "x" * 501}))["content"])
+    assert long_pin["status"] == "error" and "text: String should have at most 500 characters" in long_pin["error"]
+    body = json.loads(mem.handle_tool_call(call("retrieve", {"query": "q" * 2000, **RETRIEVE_NULLS}))["content"])
+    assert body["status"] == "ok"
+
+
+def test_prefixed_tool_names_route_and_bare_names_do_not(tmp_path):
+    from memos import MemosSettings
+
+    with Memory("prefixed", store=str(tmp_path / "p.db"), settings=MemosSettings(tool_prefix="memory_")) as m:
+        assert [t["function"]["name"] for t in m.tools()] == ["memory_archive", "memory_retrieve", "memory_pin"]
+        body = json.loads(m.handle_tool_call(call("memory_pin", {"text": "Always answer in Portuguese."}))["content"])
+        assert body["status"] == "ok" and m.is_memory_tool("memory_retrieve")
+        bare = json.loads(m.handle_tool_call(call("pin", {"text": "Never book Ryanair."}))["content"])
+        assert bare["status"] == "error" and "unknown tool 'pin'" in bare["error"] and not m.is_memory_tool("pin")
+        assert [t["function"]["name"] for t in m.tools(prefix="mx-")][0] == "mx-archive"
+        assert json.loads(m.handle_tool_call(call("mx-pin", {"text": "Book aisle seats."}))["content"])["status"] == "ok"
+        assert {f.value for f in m.facts() if f.pinned} >= {"Always answer in Portuguese.", "Book aisle seats."}
+        with pytest.raises(ValueError, match="tool prefix"):
+            m.tools(prefix="memory tools ")
+    with pytest.raises(ValueError, match="tool_prefix"):
+        MemosSettings(tool_prefix="bad prefix")
+
+
+def test_facts_and_forget_tools(tmp_path):
+    with Memory("facts-tools", store=str(tmp_path / "f.db")) as m:
+        m.add(user("My passport number is X1234567 and I never fly Ryanair."))
+        facts = json.loads(m.handle_tool_call(call("facts", {"query": None, "kind": None}))["content"])["facts"]
+        passport = next(f for f in facts if "X1234567" in f["value"])
+        missing = json.loads(m.handle_tool_call(call("forget", {"fact_id": 999999, "reason": None}))["content"])
+        assert missing["status"] == "error" and "no fact with id 999999" in missing["error"]
+        zero = json.loads(m.handle_tool_call(call("forget", {"fact_id": 0}))["content"])
+        assert zero["status"] == "error" and "fact_id" in zero["error"]
+        done = json.loads(m.handle_tool_call(call("forget", {"fact_id": passport["id"], "reason": "asked"}))["content"])
+        assert done["status"] == "ok" and done["forgotten_fact_id"] == passport["id"]
+        assert "X1234567" not in json.dumps(m.context())
+        after = json.loads(m.handle_tool_call(call("facts", {"query": "passport"}))["content"])["facts"]
+        assert all("X1234567" not in f["value"] for f in after)
