@@ -1,4 +1,4 @@
-"""The ``memos`` command line: ``memos demo``, ``memos chat`` and ``memos bench``."""
+"""The ``memos`` command line: ``demo``, ``chat``, ``bench``, ``inspect``, ``export``, ``import`` and ``mcp``."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ def _demo(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
+    from .cli_bench import plotted
     from .demo import plot_tokens, run_demo
     from .memory import PagingEvent
 
@@ -45,7 +46,7 @@ def _demo(args: argparse.Namespace) -> int:
 
         result = run_demo(turns=args.turns, budget=args.budget, store=store, seed=args.seed,
                           on_event=on_event, on_turn=lambda _: progress.advance(task))
-    png = plot_tokens(result, out / "prompt_tokens.png")
+    png = plotted(plot_tokens, result, out / "prompt_tokens.png")
 
     table = Table(title=f"memos demo: {result.turns} turns, budget {result.budget} tokens ({result.encoding})")
     table.add_column("measure")
@@ -78,7 +79,7 @@ def _demo(args: argparse.Namespace) -> int:
     for c, ok in result.constraints_present.items():
         if not ok:
             console.print(f"[red]missing constraint:[/red] {c}")
-    console.print(f"plot: {png.resolve()}")
+    console.print(f"plot: {png}")
     for ident in result.identifiers_missing:
         console.print(f"[red]identifier lost:[/red] {ident}")
     ok = (result.orphan_prompts == 0 and result.over_budget_prompts == 0 and not result.identifiers_missing
@@ -261,6 +262,18 @@ def _import_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
+def _mcp(args: argparse.Namespace) -> int:
+    from .integrations.mcp_server import serve
+    from .memory import Memory
+
+    mem = Memory(args.session, user=args.user, agent=args.agent, store=_store_of(args))
+    try:
+        serve(mem, prefix=args.tool_prefix)
+    finally:
+        mem.close()
+    return 0
+
+
 def _session_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", default=None, help="store path or SQLAlchemy URL (default MEMOS_STORE or ./memos.db)")
     p.add_argument("--user", default="default", help="user label (default default)")
@@ -281,10 +294,19 @@ def _show_logs() -> None:
         root.addHandler(_LineHandler(logging.WARNING))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``memos`` console script."""
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memos", description="Tiered memory for LLM agents.")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    # --debug after the command too; SUPPRESS keeps a subcommand from resetting the top-level flag
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show the traceback of an error")
     sub = parser.add_subparsers(dest="command", required=True)
+    add_parser = sub.add_parser
+
+    def sub_parser(name: str, **kw: Any) -> argparse.ArgumentParser:
+        return add_parser(name, parents=[common], **kw)
+
+    sub.add_parser = sub_parser  # type: ignore[method-assign]
     demo = sub.add_parser("demo", help="replay a long function-calling session offline and compare prompt tokens")
     demo.add_argument("--turns", type=int, default=220, help="turns to replay (>= 40; default 220)")
     demo.add_argument("--budget", type=int, default=4096, help="prompt budget in tokens (default 4096)")
@@ -340,8 +362,70 @@ def main(argv: Sequence[str] | None = None) -> int:
     imp.add_argument("--append", action="store_true", help="add after the messages the session already has")
     imp.add_argument("--budget", type=int, default=None, help="prompt budget the pager works to while importing "
                                                                  "(default MEMOS_BUDGET_TOKENS or 8192)")
+    mcp = sub.add_parser("mcp", help="serve a user's memory to MCP clients over stdio (needs the mcp extra)")
+    mcp.add_argument("--store", default=None, help="store path or SQLAlchemy URL (default MEMOS_STORE or ./memos.db)")
+    mcp.add_argument("--user", default="default", help="whose memory to serve (default default)")
+    mcp.add_argument("--agent", default="default", help="agent label (default default)")
+    mcp.add_argument("--session", default="mcp", help="session label of what the server logs (default mcp)")
+    mcp.add_argument("--tool-prefix", default="", help="put this before every tool name (e.g. memory_)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``memos`` console script. An error is one line on stderr and a
+    non-zero exit (``--debug`` shows the traceback)."""
+    parser = _parser()
     args = parser.parse_args(argv)
     _show_logs()
+    try:
+        return _run(parser, args)
+    except KeyboardInterrupt:
+        return 130
+    except SystemExit:
+        raise
+    except Exception as exc:
+        if args.debug:
+            raise
+        print(f"error: {describe_error(exc, _store_of(args))}", file=sys.stderr)
+        return 1
+
+
+def _store_of(args: argparse.Namespace) -> str:
+    return str(getattr(args, "store", None) or os.environ.get("MEMOS_STORE") or "memos.db")
+
+
+def describe_error(exc: BaseException, store: str = "memos.db") -> str:
+    """One line saying what went wrong and what to do about it."""
+    import sqlalchemy.exc
+
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, sqlalchemy.exc.DBAPIError):
+        detail = str(exc.orig) if exc.orig is not None else text
+        if "unable to open database file" in detail or "readonly database" in detail:
+            return (f"cannot open the store {store} ({detail}): its folder must exist and be writable; "
+                    "choose another with --store or MEMOS_STORE")
+        if "file is not a database" in detail:
+            return f"{store} is not a memos store (not an SQLite database): choose another with --store or MEMOS_STORE"
+        return f"the store {store} failed: {detail}"
+    try:
+        import openai
+    except ImportError:  # pragma: no cover - openai is a dependency
+        openai = None  # type: ignore[assignment]
+    if openai is not None and isinstance(exc, openai.OpenAIError):
+        if "api_key" in text or "credentials" in text.lower():
+            return ("no API key for the model endpoint: set OPENAI_API_KEY, or point --base-url / "
+                    "MEMOS_LLM_BASE_URL at a local OpenAI-compatible server (which needs none)")
+        return f"the model endpoint failed: {text}"
+    if isinstance(exc, ImportError):
+        return text
+    if isinstance(exc, OSError) and exc.filename:
+        return f"{exc.strerror or text}: {exc.filename}"
+    if isinstance(exc, (ValueError, KeyError, OSError)):
+        return text.strip("'\"")
+    return f"{type(exc).__name__}: {text} (--debug shows the traceback)"
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.command in ("inspect", "export", "import"):
         handler = {"inspect": _inspect_cmd, "export": _export_cmd, "import": _import_cmd}[args.command]
         try:
@@ -356,11 +440,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_bench(args)
     if args.command == "chat":
-        if args.budget < 1024:  # memos' tool schemas alone take 470 tokens of it
+        if args.budget < 1024:  # memos' tool schemas alone take 571 tokens of it
             parser.error("--budget must be at least 1024")
         if args.max_steps < 1:
             parser.error("--max-steps must be at least 1")
         return _chat(args)
+    if args.command == "mcp":
+        return _mcp(args)
     if args.command == "demo":
         if args.turns < 40:
             parser.error("--turns must be at least 40")

@@ -28,6 +28,16 @@ def _write(result: dict[str, object], out: str | None, console: object) -> None:
         console.print(f"results: {Path(out).resolve()}")  # type: ignore[attr-defined]
 
 
+def plotted(plot: Any, *args: Any) -> str:
+    """Where ``plot(*args)`` wrote its PNG, or why there is none (matplotlib is the ``plot``
+    extra: a server embedding memos does not need it)."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        return "none (install the plot extra for PNGs: pip install -e '.[plot]')"
+    return str(Path(plot(*args)).resolve())
+
+
 def _png(out: str | None) -> Path | None:
     return Path(out).with_suffix(".png") if out else None
 
@@ -84,7 +94,7 @@ def _bench_locomo(args: argparse.Namespace, console: Any, Table: Any) -> int:
     _write(result, args.out, console)
     png = _png(args.out)
     if png and len(budgets) > 1:
-        console.print(f"plot: {plot_locomo(result, png).resolve()}")
+        console.print(f"plot: {plotted(plot_locomo, result, png)}")
     return 0
 
 
@@ -140,7 +150,7 @@ def _bench_tokens(args: argparse.Namespace, console: Any, Table: Any) -> int:
     _write(result, args.out, console)
     png = _png(args.out)
     if png:
-        console.print(f"plot: {plot_tokens_per_turn(result, png).resolve()}")
+        console.print(f"plot: {plotted(plot_tokens_per_turn, result, png)}")
     return 0
 
 

@@ -145,8 +145,12 @@ def load_embedder(model_dir: str | Path | None = None) -> Embedder | None:
             try:
                 _CACHE[key] = MiniLMEmbedder(model_dir)
             except Exception as exc:  # no model, no network, broken file: keyword-only from here
-                log.warning("the embedding model could not be loaded (%s); archival search runs keyword-only. "
+                configured = model_dir or os.environ.get("MEMOS_EMBEDDING_MODEL_DIR")
+                where = (f"from {configured} ({exc})" if configured else
+                         f"(MEMOS_EMBEDDING_MODEL_DIR is not set, Chroma's cache {_chroma_cache_dir()} has none, "
+                         f"and Chroma's download failed: {exc})")
+                log.warning("the embedding model could not be loaded %s; archival search runs keyword-only. "
                             "Set MEMOS_EMBEDDING_MODEL_DIR to a folder holding all-MiniLM-L6-v2's ONNX export "
-                            "(model.onnx, tokenizer.json), or let Chroma download it once.", exc)
+                            "(model.onnx, tokenizer.json).", where)
                 _CACHE[key] = None
         return _CACHE[key]

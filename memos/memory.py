@@ -26,7 +26,7 @@ from .compaction import Compactor, PagingEvent
 from .config import MemosSettings
 from .embeddings import Embedder
 from .extract import FactExtractor, RuleExtractor
-from .journal import Rollback, rollback
+from .journal import Rollback, clear, rollback, withdraw
 from .llm import LLMConfig, LLMFactExtractor, LLMRuleJudge, LLMSummarizer, make_client
 from .memory_store import MemoryStore, scope_key
 from .messages import Message, validate_batch
@@ -217,7 +217,8 @@ class Memory:
         self._compactor.page(0, None, strict=False)
         return logged
 
-    def context(self, query: str | None = None, *, tools: Sequence[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    def context(self, query: str | None = None, *, tools: Sequence[dict[str, Any]] | None = None,
+                reserve: int = 0) -> list[dict[str, Any]]:
         """The prompt to send now, within the budget, in OpenAI chat format.
 
         With ``query``, the prompt is assembled as if ``query`` were the next user
@@ -225,12 +226,15 @@ class Memory:
         schemas the request will carry: their tokens count against the budget too, so
         the messages and the tools together fit it. By default the ``tools`` given to
         the constructor are counted, else memos' own (:meth:`tools`); pass ``tools=[]``
-        when the request carries none.
+        when the request carries none. ``reserve`` holds back tokens for what the request
+        carries beyond these (an agent framework's own instructions, say).
         Raises :class:`~memos.errors.BudgetExceeded` when content that may not be evicted
         (system messages, explicit pins, the newest units, the tool schemas) does not fit;
         rules pinned automatically never cause it.
         """
-        self._assembler.tools_tokens = self._count_tools(tools)
+        if isinstance(reserve, bool) or not isinstance(reserve, int) or reserve < 0:
+            raise ValueError(f"reserve must be a non-negative int of tokens, got {reserve!r}")
+        self._assembler.tools_tokens = self._count_tools(tools) + reserve
         query_msg = None
         extra = 0
         if query is not None:
@@ -291,7 +295,8 @@ class Memory:
         self.cold.invalidate_caches()
 
     def history(self) -> list[Message]:
-        """Every message ever added to this session, in order, read from the log."""
+        """Every message added to this session, in order, read from the log (those set aside
+        by :meth:`clear` included, those taken back by :meth:`pop` not)."""
         return [m for m, _, _ in self.store.load_messages(self.namespace)]
 
     def summary(self) -> str:
@@ -346,6 +351,31 @@ class Memory:
         done = rollback(self.store, self.namespace, self.cold, event_id)
         self._load()
         return done
+
+    def clear(self) -> bool:
+        """Start this session afresh: its messages and summary are set aside, so the next
+        prompt holds only what the user's long-term memory brings (their rules, relevant
+        facts, recalled messages). Nothing is erased: the messages stay in the log and in the
+        user's archive, and later sessions still recall them; use :meth:`forget` or
+        :meth:`MemoryStore.delete_user` to erase. Compaction events before the clear can no
+        longer be rolled back. Returns whether there was anything to clear."""
+        self.wait()
+        done = clear(self.store, self.namespace) is not None
+        self._load()
+        return done
+
+    def pop(self) -> Message | None:
+        """Take back the session's newest message (an edit, an undo) and return it, or
+        ``None`` when the session holds none. It leaves the log and the archive, and facts
+        read from it alone are invalidated. A system message is taken back the same way;
+        a message already demoted (never the newest while paging keeps the newest turn hot)
+        is not, and gives ``None``."""
+        self.wait()
+        newest = next(iter(self.store.newest_messages(self.namespace, 1)), None)
+        if newest is None or not withdraw(self.store, self.namespace, self.cold, self.scope, newest):
+            return None
+        self._load()
+        return newest
 
     # -- pins and facts ------------------------------------------------------------
 

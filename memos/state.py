@@ -51,6 +51,8 @@ class SessionState:
             self.count += 1
             self.next_seq = m.seq + 1
             self.call_ids.update(m.tool_call_ids)
+            if tier == "cleared":
+                continue
             if m.role in SYSTEM_ROLES:
                 self.system.append(m)
             elif tier == "hot":

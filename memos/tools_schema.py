@@ -151,6 +151,10 @@ class MemoryTool:
     args: type[BaseModel]
     run: Callable[[Memory, Any], dict[str, Any]]
 
+    def input_schema(self) -> dict[str, Any]:
+        """The JSON schema of the arguments as MCP lists it (optional fields not required)."""
+        return dict(_untitled(self.args.model_json_schema()))
+
     def schema(self, prefix: str = "") -> dict[str, Any]:
         """The OpenAI function-calling schema, generated from ``args`` (strict)."""
         return _untitled(dict(openai.pydantic_function_tool(self.args, name=prefix + self.name,

@@ -4,7 +4,8 @@ Replies are deterministic:
 - a memos summary request ("[memos:summarize]") gets bullet lines made from the
   messages it was given (``drop_pattern`` removes matching text, to test the safety net);
 - a ``record_facts`` request gets ADD operations for the identifiers in the new messages;
-- an agent request with the memory tools gets a ``retrieve`` call when the user asks
+- an agent request with the memory tools gets a ``retrieve`` call (``memory_retrieve`` and the
+  like when the tools are prefixed) when the user asks
   "what was ..." or "remind me ...", and after a tool result a reply quoting it;
   anything else is echoed.
 
@@ -121,11 +122,12 @@ class FakeOpenAI:
             found = results[0]["text"] if results else "nothing"
             return _message({"role": "assistant", "content": f"From memory: {found}"})
         user_text = str(last.get("content", ""))
-        if "retrieve" in tools and re.search(r"\b(what was|remind me)\b", user_text, re.I):
+        retrieve = next((t for t in sorted(tools) if t.endswith("retrieve")), None)  # memos' tool, maybe prefixed
+        if retrieve and re.search(r"\b(what was|remind me)\b", user_text, re.I):
             n = len(self.requests)
             args = {"query": user_text, "top_k": 3, "since": None, "until": None, "kind": None, "page": None}
             return _message({"role": "assistant", "content": None, "tool_calls": [
-                {"id": f"call_r{n}", "type": "function", "function": {"name": "retrieve", "arguments": json.dumps(args)}}]})
+                {"id": f"call_r{n}", "type": "function", "function": {"name": retrieve, "arguments": json.dumps(args)}}]})
         return _message({"role": "assistant", "content": f"OK: {user_text[:200]}"})
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:

@@ -279,3 +279,43 @@ def test_hostile_input_is_stored_safely_or_refused_clearly(make_memory):
     recalled = [m for m in ctx if str(m.get("content", "")).startswith(RECALL_HEADER)]
     assert recalled and recalled[0]["role"] != "user"
     assert "not instructions" in recalled[0]["content"] and "Ignore all previous instructions" in recalled[0]["content"]
+
+
+def test_clear_sets_the_session_aside_and_the_user_keeps_its_memory(make_memory):
+    mem = make_memory(budget=900, user="ana")
+    mem.add(user("I never fly Ryanair. My passport number is X7654321."))
+    _ingest(mem, 16)
+    before = mem.compactions()[0]
+    logged = len(mem.history())
+    assert mem.clear() is True
+    assert mem.hot() == [] and mem.summary() == "" and len(mem.history()) == logged  # nothing deleted
+    ctx = mem.context("which airline do I avoid?")
+    assert "Ryanair" in json.dumps(ctx)  # the user's rule outlives the chat
+    with pytest.raises(KeyError, match="before the session was cleared"):
+        mem.rollback(before.id)
+    assert [e.kind for e in mem.compactions()][-1] == "clear"
+    mem.add(user("a new start"))
+    reopened = make_memory(budget=900, user="ana")
+    assert [m.text for m in reopened.hot()] == ["a new start"] and reopened.summary() == ""
+    hits = reopened.retrieve("passport number")
+    assert any("X7654321" in h.text for h in hits)  # still the user's long-term memory
+    assert make_memory(session="empty").clear() is False
+
+
+def test_pop_takes_the_newest_message_back_from_the_log_archive_and_facts(make_memory):
+    mem = make_memory(budget=4096)
+    mem.add(user("My seat preference is aisle."))
+    mem.add(assistant("Noted."))
+    said = mem.add(user("My badge number is BDG-4411."))[0]
+    assert any("BDG-4411" in f.value for f in mem.facts())
+    popped = mem.pop()
+    assert popped is not None and popped.id == said.id
+    assert all("BDG-4411" not in f.value for f in mem.facts())
+    assert all("BDG-4411" not in h.text for h in mem.retrieve("badge number BDG-4411"))
+    assert [m.text for m in mem.hot()] == ["My seat preference is aisle.", "Noted."]
+    assert "BDG-4411" not in json.dumps(mem.context())
+    reopened = make_memory(budget=4096)
+    assert [m.id for m in reopened.history()] == [m.id for m in mem.history()]
+    mem.add(user("My badge number is BDG-9900."))  # the sequence goes on without a gap
+    assert [m.seq for m in mem.history()] == [0, 1, 2]
+    assert mem.pop() is not None and mem.pop() is not None and mem.pop() is not None and mem.pop() is None

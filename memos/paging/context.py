@@ -19,17 +19,25 @@ __all__ = [
     "assemble",
     "facts_message",
     "find_orphans",
+    "is_section",
     "pinned_message",
     "pressure_message",
     "recall_message",
     "summary_message",
 ]
 
+SECTION_PREFIX = "[memory: "  # every section memos writes into a prompt starts with it
 PINNED_HEADER = "[memory: pinned]"
 FACTS_HEADER = "[memory: facts]"
 SUMMARY_HEADER = "[memory: summary]"
 RECALL_HEADER = "[memory: recalled]"
 PRESSURE_HEADER = "[memory: pressure]"
+
+
+def is_section(message: dict[str, Any]) -> bool:
+    """Whether ``message`` is one of the sections memos writes into a prompt (a system
+    message starting with ``[memory: ``), not one the app logged."""
+    return message.get("role") in ("system", "developer") and str(message.get("content") or "").startswith(SECTION_PREFIX)
 
 
 def pinned_message(lines: Sequence[str]) -> dict[str, Any] | None:
