@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from memos.bench.progress import Progress
+from memos.cli_bench import write_results
 from memos.embeddings import load_embedder
 from memos.store import Store
 from memos.tiers.archival import ArchivalTier, ArchiveItem, ChromaBackend
@@ -88,7 +90,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="1000,10000,100000")
     ap.add_argument("--queries", type=int, default=200)
-    ap.add_argument("--out", default="benchmarks/results/archival.json")
+    ap.add_argument("--out", default=None, help="write the results as JSON here (default: a new file in ./memos-bench/)")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     rng = random.Random(args.seed)
@@ -96,10 +98,14 @@ def main() -> None:
     tput = embed_throughput(texts)
     print(f"embedding: {tput:.0f} short texts/s")
     results = []
-    for n in (int(x) for x in args.sizes.split(",")):
-        r = run_size(n, args.queries, args.seed)
-        print(json.dumps(r))
-        results.append(r)
+    sizes = [int(x) for x in args.sizes.split(",")]
+    with Progress("archive sizes") as progress:
+        for i, n in enumerate(sizes):
+            progress.update(i, len(sizes), f"{n:,} items: filling and embedding")
+            r = run_size(n, args.queries, args.seed)
+            print(json.dumps(r))
+            results.append(r)
+            progress.update(i + 1, len(sizes), f"{n:,} items done")
     out = {
         "benchmark": "archival",
         "params": {"sizes": args.sizes, "queries": args.queries, "model": "all-MiniLM-L6-v2 (ONNX)",
@@ -110,9 +116,7 @@ def main() -> None:
         "results": results,
         "targets": {"p95_ms_at_100k": 25, "embedding_texts_per_s": 500},
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_results(out, "archival", args.out)
 
 
 if __name__ == "__main__":

@@ -120,7 +120,7 @@ def _check(store: Path, session: str, acked: set[str], report: CrashReport) -> N
 
 
 def run_kills(store: str | Path, kills: int, *, seed: int = 1, session: str = "crash",
-              max_delay: float = 1.5) -> CrashReport:
+              max_delay: float = 1.5, progress: Any = None) -> CrashReport:
     """``kills`` rounds of start, SIGKILL after a random delay, reopen and check."""
     rng = random.Random(seed)
     store = Path(store)
@@ -145,6 +145,8 @@ def run_kills(store: str | Path, kills: int, *, seed: int = 1, session: str = "c
                 acked.add(line[4:].strip())
         report.rounds += 1
         _check(store, session, acked, report)
+        if progress is not None:
+            progress(r + 1, kills, f"{len(acked)} messages acknowledged, {len(report.lost)} lost")
     report.acked = len(acked)
     report.seconds = round(time.perf_counter() - start, 1)
     return report
@@ -158,17 +160,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kills", type=int, default=300)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--store", default=None, help="SQLite file to use (default: a new temporary one)")
-    p.add_argument("--out", default=None)
+    p.add_argument("--out", default=None, help="write the results as JSON here (default: a new file in ./memos-bench/)")
     args = p.parse_args(argv)
     import tempfile
 
     store = args.store or str(Path(tempfile.mkdtemp(prefix="memos-crash-")) / "crash.db")
-    report = run_kills(store, args.kills, seed=args.seed)
+    from memos.bench.progress import Progress
+
+    with Progress("kills") as progress:
+        report = run_kills(store, args.kills, seed=args.seed, progress=progress.update)
     result = {"benchmark": "crash", "params": {"kills": args.kills, "seed": args.seed, "budget": BUDGET},
               "results": [{"strategy": "memos", "metrics": {**asdict(report), "lost": len(report.lost), "ok": report.ok}}]}
     print(json.dumps(result, indent=2))
-    if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    from memos.cli_bench import write_results
+
+    write_results(result, "crash", args.out)
     return 0 if report.ok else 1
 
 

@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from memos.cli_bench import write_results
 from memos.text.rules import MODEL_FILE, RuleClassifier, features
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -172,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub.add_parser("train", help="fit the weights on the train split (needs scikit-learn)")
     ev = sub.add_parser("evaluate", help="precision and recall of the shipped weights")
     ev.add_argument("--data", default=str(SHARED_DATA), help="the benchmark data folder (default ../shared/data)")
-    ev.add_argument("--out", default=None, help="write the results as JSON here")
+    ev.add_argument("--out", default=None, help="write the results as JSON here (default: a new file in ./memos-bench/)")
     args = parser.parse_args(argv)
     if args.command == "train":
         train()
@@ -185,9 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
            **{k: v for k, v in report.items() if k != "threshold"}}
     for name, r in report["results"].items():
         print(f"{name:<20} n={r['n']:<4} precision {r['precision']:.3f}  recall {r['recall']:.3f}")
-    if args.out:
-        Path(args.out).write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        print(f"results: {args.out}")
+    write_results(doc, "rules", args.out)
     return 0
 
 

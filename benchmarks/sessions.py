@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from memos import Memory, MemosSettings
+from memos.cli_bench import write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -84,7 +85,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.sessions", description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--users", type=int, default=100)
-    parser.add_argument("--out", default=None, help="write the results as JSON here (default: print only)")
+    parser.add_argument("--out", default=None, help="write the results as JSON here (default: a new file in ./memos-bench/)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="memos-sessions-") as tmp:
         result = run(args.sessions, args.users, Path(tmp))
@@ -95,8 +96,7 @@ def main() -> int:
         commit = "unknown"
     doc = {"benchmark": "sessions", "recorded_at": commit, "machine": platform.machine(), **result}
     print(json.dumps(doc, indent=2))
-    if args.out:
-        Path(args.out).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    write_results(doc, "sessions", args.out)
     return 0
 
 

@@ -16,7 +16,7 @@ __all__ = ["main"]
 
 def _demo(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
     from rich.table import Table
 
     from .cli_bench import plotted
@@ -30,7 +30,8 @@ def _demo(args: argparse.Namespace) -> int:
         store.unlink()
     for suffix in ("-wal", "-shm"):
         Path(str(store) + suffix).unlink(missing_ok=True)
-    with Progress(TextColumn("[bold]replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+    with Progress(TextColumn("[bold]replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("left"),
+                  TimeRemainingColumn(),
                   console=console, disable=args.quiet) as progress:
         task = progress.add_task("turns", total=args.turns)
 
@@ -159,14 +160,23 @@ def _open(args: argparse.Namespace, *, must_exist: bool = True) -> Any:
 
     from .config import MemosSettings
     from .memory import Memory
+    from .memory_store import MemoryStore
+    from .store import validate_namespace
 
     store = args.store or os.environ.get("MEMOS_STORE") or "memos.db"
     if must_exist and "://" not in store and not Path(store).is_file():
         raise SystemExit(f"error: no store at {store}")
     settings = replace(MemosSettings.from_env(), background_indexing=False)
-    if getattr(args, "budget", None):
-        settings = replace(settings, budget_tokens=args.budget)
-    mem = Memory(args.session, user=args.user, agent=args.agent, store=store, settings=settings)
+    held = MemoryStore.shared(store)  # the Memory below shares it
+    try:
+        budget = getattr(args, "budget", None)
+        if not budget and "MEMOS_BUDGET_TOKENS" not in os.environ:  # the budget the session is used with
+            budget = held.recorded_budget(validate_namespace((args.user, args.agent, args.session)))
+        if budget:
+            settings = replace(settings, budget_tokens=budget)
+        mem = Memory(args.session, user=args.user, agent=args.agent, store=store, settings=settings)
+    finally:
+        held.release()
     if must_exist and not mem.history():
         mem.close()
         raise SystemExit(f"error: session {args.user}/{args.agent}/{args.session} has no messages in {store}")
@@ -331,7 +341,7 @@ def _parser() -> argparse.ArgumentParser:
     locomo.add_argument("--budget", default="2048", help="prompt budgets, comma-separated (default 2048)")
     locomo.add_argument("--conversations", type=int, default=None, help="only the first N conversations")
     locomo.add_argument("--questions", type=int, default=None, help="only the first N questions of each")
-    locomo.add_argument("--out", default=None, help="write the results as JSON here (and a PNG beside it)")
+    locomo.add_argument("--out", default=None, help="results JSON here, a PNG beside it (default: a new file in ./memos-bench/)")
     locomo.add_argument("--cross-session", action="store_true",
                         help="each LoCoMo session a chat of its own of one user; the questions asked in a new chat")
     locomo.add_argument("--llm", action="store_true", help="also answer each question with the model and judge it "
@@ -341,19 +351,21 @@ def _parser() -> argparse.ArgumentParser:
     pref.add_argument("--filler", default="10,100,300", help="filler message counts, comma-separated (default 10,100,300)")
     pref.add_argument("--budget", type=int, default=4096, help="prompt budget in tokens (default 4096)")
     pref.add_argument("--per-topic", type=int, default=None, help="only the first N preferences of each topic")
-    pref.add_argument("--out", default=None, help="write the results as JSON here")
+    pref.add_argument("--out", default=None, help="write the results as JSON here (default: a new file in ./memos-bench/)")
     tok = bench_sub.add_parser("tokens", help="cumulative prompt tokens of a long agent session, per strategy")
     tok.add_argument("--turns", type=int, default=300, help="turns of the demo session (default 300)")
     tok.add_argument("--budget", type=int, default=4096, help="prompt budget in tokens (default 4096)")
-    tok.add_argument("--out", default=None, help="write the results as JSON here (and a PNG beside it)")
+    tok.add_argument("--out", default=None, help="results JSON here, a PNG beside it (default: a new file in ./memos-bench/)")
     over = bench_sub.add_parser("overhead", help="per-turn time and peak memory of memos as the session grows")
     over.add_argument("--sizes", default="1000,10000,100000", help="session lengths, comma-separated")
     over.add_argument("--turns", type=int, default=300, help="turns timed at each size (default 300)")
     over.add_argument("--budget", type=int, default=4096, help="prompt budget in tokens (default 4096)")
-    over.add_argument("--out", default=None, help="write the results as JSON here")
+    over.add_argument("--out", default=None, help="write the results as JSON here (default: a new file in ./memos-bench/)")
     insp = sub.add_parser("inspect", help="the tiers of a session and its compaction log")
     _session_args(insp)
     insp.add_argument("--json", action="store_true", help="print JSON for scripts")
+    insp.add_argument("--budget", type=int, default=None,
+                      help="measure against this budget (default: the one the session was last used with)")
     exp = sub.add_parser("export", help="a session's messages, in order, as JSONL on stdout")
     _session_args(exp)
     imp = sub.add_parser("import", help="add the messages of an export (JSONL) to a session")

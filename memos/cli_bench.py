@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["bench"]
+from .bench.progress import Progress
+
+__all__ = ["bench", "results_path", "write_results"]
 
 
 def _ints(text: str, what: str) -> list[int]:
@@ -21,11 +24,34 @@ def _ints(text: str, what: str) -> list[int]:
     return values
 
 
-def _write(result: dict[str, object], out: str | None, console: object) -> None:
+RUNS_DIR = Path("memos-bench")
+
+
+def results_path(name: str, out: str | None = None) -> Path:
+    """Where a benchmark writes its results: ``out`` when given, else a new file
+    ``memos-bench/<name>-<UTC time>.json`` (a run never overwrites recorded results)."""
     if out:
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_text(json.dumps(result, indent=2) + "\n")
-        console.print(f"results: {Path(out).resolve()}")  # type: ignore[attr-defined]
+        return Path(out)
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    path = RUNS_DIR / f"{name}-{stamp}.json"
+    n = 1
+    while path.exists():
+        n += 1
+        path = RUNS_DIR / f"{name}-{stamp}-{n}.json"
+    return path
+
+
+def write_results(result: dict[str, Any], name: str, out: str | None, say: Any = print) -> Path:
+    """Write ``result`` as JSON to :func:`results_path` and say where."""
+    path = results_path(name, out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    say(f"results: {path.resolve()}")
+    return path
+
+
+def _write(result: dict[str, Any], args: argparse.Namespace, console: Any) -> Path:
+    return write_results(result, args.benchmark, args.out, console.print)
 
 
 def plotted(plot: Any, *args: Any) -> str:
@@ -38,8 +64,6 @@ def plotted(plot: Any, *args: Any) -> str:
     return str(Path(plot(*args)).resolve())
 
 
-def _png(out: str | None) -> Path | None:
-    return Path(out).with_suffix(".png") if out else None
 
 
 def bench(args: argparse.Namespace) -> int:
@@ -76,10 +100,9 @@ def _bench_locomo(args: argparse.Namespace, console: Any, Table: Any) -> int:
         llm = LLMConfig.from_env()
         if llm is None:
             raise SystemExit("error: --llm needs MEMOS_LLM_BASE_URL (and MEMOS_LLM_MODEL) or OPENAI_API_KEY")
-    with console.status("running LoCoMo") as status:
+    with Progress("LoCoMo") as progress:
         result = run_locomo(args.data, budgets=budgets, conversations=args.conversations, questions=args.questions,
-                            progress=lambda msg: status.update(f"running LoCoMo: {msg}"), llm=llm,
-                            cross_session=args.cross_session)
+                            progress=progress.update, llm=llm, cross_session=args.cross_session)
     mode = ", cross-session: questions in a new chat" if args.cross_session else ""
     table = Table(title=f"LoCoMo ({result['params']['conversations']} conversations{mode})")
     cols = ["strategy", "budget", "evidence recall", "answer in context", "context tokens", "ms/turn", "ms/question"]
@@ -91,10 +114,9 @@ def _bench_locomo(args: argparse.Namespace, console: Any, Table: Any) -> int:
                       f"{m['answer_containment']:.3f}", f"{m['mean_context_tokens']:.0f}", f"{m['ms_per_turn']:.2f}",
                       f"{m['ms_per_question']:.1f}", *([f"{m['llm_accuracy']:.3f}"] if llm else []))
     console.print(table)
-    _write(result, args.out, console)
-    png = _png(args.out)
-    if png and len(budgets) > 1:
-        console.print(f"plot: {plotted(plot_locomo, result, png)}")
+    path = _write(result, args, console)
+    if len(budgets) > 1:
+        console.print(f"plot: {plotted(plot_locomo, result, path.with_suffix('.png'))}")
     return 0
 
 
@@ -108,10 +130,10 @@ def _bench_prefeval(args: argparse.Namespace, console: Any, Table: Any) -> int:
         raise SystemExit("error: --budget must be at least 256 tokens")
     if not Path(args.data, "explicit_preference").is_dir():
         raise SystemExit(f"error: no PrefEval data (explicit_preference/) under {args.data}")
-    with console.status("running PrefEval") as status:
+    with Progress("PrefEval") as progress:
         try:
             result = run_prefeval(args.data, fillers=fillers, budget=args.budget, per_topic=args.per_topic,
-                                  progress=lambda msg: status.update(f"running PrefEval: {msg}"))
+                                  progress=progress.update)
         except ValueError as exc:
             raise SystemExit(f"error: {exc}") from None
     table = Table(title=f"PrefEval ({result['params']['preferences']} preferences, budget {args.budget})")
@@ -123,7 +145,7 @@ def _bench_prefeval(args: argparse.Namespace, console: Any, Table: Any) -> int:
         table.add_row(r["strategy"], *(f"{r['by_filler'][str(n)]:.3f}" for n in fillers),
                       f"{r['metrics']['mean_context_tokens']:.0f}")
     console.print(table)
-    _write(result, args.out, console)
+    _write(result, args, console)
     return 0
 
 
@@ -134,9 +156,8 @@ def _bench_tokens(args: argparse.Namespace, console: Any, Table: Any) -> int:
         raise SystemExit("error: --turns must be at least 40")
     if args.budget < 512:
         raise SystemExit("error: --budget must be at least 512 tokens")
-    with console.status("replaying") as status:
-        result = run_tokens(turns=args.turns, budget=args.budget,
-                            progress=lambda name, turn: status.update(f"replaying: {name}, turn {turn}"))
+    with Progress("replaying") as progress:
+        result = run_tokens(turns=args.turns, budget=args.budget, progress=progress.update)
     table = Table(title=f"prompt tokens over {args.turns} turns (budget {args.budget})")
     for col in ("strategy", "cumulative tokens", "share of full history", "largest prompt", "orphan prompts",
                 "constraints kept", "ms/turn"):
@@ -147,10 +168,8 @@ def _bench_tokens(args: argparse.Namespace, console: Any, Table: Any) -> int:
                       f"{m['max_prompt_tokens']:,}", str(m["orphan_prompts"]), f"{m['constraints_in_last_prompt']:.0%}",
                       f"{m['ms_per_turn']:.1f}")
     console.print(table)
-    _write(result, args.out, console)
-    png = _png(args.out)
-    if png:
-        console.print(f"plot: {plotted(plot_tokens_per_turn, result, png)}")
+    path = _write(result, args, console)
+    console.print(f"plot: {plotted(plot_tokens_per_turn, result, path.with_suffix('.png'))}")
     return 0
 
 
@@ -160,9 +179,8 @@ def _bench_overhead(args: argparse.Namespace, console: Any, Table: Any) -> int:
     sizes = _ints(args.sizes, "--sizes")
     if min(sizes) < 1 or args.turns < 10:
         raise SystemExit("error: sizes must be positive and --turns at least 10")
-    with console.status("measuring") as status:
-        result = run_overhead(sizes=sizes, turns=args.turns, budget=args.budget,
-                              progress=lambda msg: status.update(f"measuring {msg}"))
+    with Progress("measuring") as progress:
+        result = run_overhead(sizes=sizes, turns=args.turns, budget=args.budget, progress=progress.update)
     table = Table(title=f"overhead per turn ({args.turns} turns timed after each session length; no LLM)")
     for col in ("variant", "messages", "p50 ms", "p95 ms", "peak MB", "fill msgs/s"):
         table.add_column(col, justify="left" if col == "variant" else "right")
@@ -171,5 +189,5 @@ def _bench_overhead(args: argparse.Namespace, console: Any, Table: Any) -> int:
             table.add_row(r["strategy"], f"{int(size):,}", f"{m['p50_ms']:.2f}", f"{m['p95_ms']:.2f}",
                           f"{m['peak_mb']:.0f}", f"{m['fill_messages_per_s']:.0f}")
     console.print(table)
-    _write(result, args.out, console)
+    _write(result, args, console)
     return 0

@@ -21,7 +21,7 @@ from sqlalchemy import or_
 from sqlmodel import Session, col, select
 
 from .patterns import find_identifiers
-from .store import CompactionRow, MessageRow, SummaryRow, namespace_key
+from .store import CompactionRow, MessageRow, SessionRow, SummaryRow, namespace_key
 from .text.search import KeywordIndex
 from .tiers.archival import ArchiveItem, archive_keywords
 from .tiers.cold import ColdTier, Fact, ForgetRecord, fact_keywords
@@ -62,7 +62,8 @@ def _delete_user(store: MemoryStore, user: str, prefix: str, like: str) -> UserD
             (col(ArchiveItem.namespace) == prefix) | col(ArchiveItem.namespace).like(like, escape="\\"))).all()
         scopes = sorted({ns for _, ns in item_rows})
         for name, table in (("messages", MessageRow), ("summaries", SummaryRow), ("events", CompactionRow),
-                            ("facts", Fact), ("forget", ForgetRecord), ("archive_items", ArchiveItem)):
+                            ("sessions", SessionRow), ("facts", Fact), ("forget", ForgetRecord),
+                            ("archive_items", ArchiveItem)):
             ns_col = col(table.namespace)  # type: ignore[attr-defined]
             cond = (ns_col == prefix) | ns_col.like(like, escape="\\")
             rows = list(s.exec(select(table).where(cond)).all())

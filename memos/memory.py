@@ -166,6 +166,7 @@ class Memory:
         if guard is None:
             guard = RecencyGuard(settings.keep_recent_units) & PinGuard() & ConstraintGuard() & references
         self.guard: Guard = ToolChainGuard() & as_guard(guard)
+        self._budget_recorded = False
         self._state = SessionState(self.namespace)
         self._state.load(self.store)
         self._recall = Recall(self._state, settings, self.counter, self.cold, self.archival)
@@ -206,6 +207,9 @@ class Memory:
             self.archival.stage(session, [self._archive_item([m], "message", f"unit:{m.id}")
                                           for m in logged if m.role not in SYSTEM_ROLES])
 
+        if not self._budget_recorded:  # what `memos inspect` measures this session against
+            self.store.record_budget(self.namespace, self.settings.budget_tokens)
+            self._budget_recorded = True
         logged = self.store.append(self.namespace, items, self._state.next_seq, also=archive)
         self.archival.schedule()
         self._state.append(logged)

@@ -19,6 +19,7 @@ from typing import Any
 
 from sqlalchemy import UniqueConstraint, func
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Field, Session, col, select
 
 from .errors import InvalidNamespace
@@ -90,6 +91,16 @@ class MessageRow(MemosModel, table=True):
     pinned: bool = Field(default=False)
     # replaced by a placeholder in the hot tier (soft compaction); the data stays here
     compacted: bool = Field(default=False)
+
+
+class SessionRow(MemosModel, table=True):
+    """A session's settings as its app last used them (what ``memos inspect`` measures against)."""
+
+    __tablename__ = "memos_session"
+
+    namespace: str = Field(primary_key=True)
+    budget_tokens: int
+    updated_at: float
 
 
 class SummaryRow(MemosModel, table=True):
@@ -182,6 +193,27 @@ class Store:
             rows = s.exec(select(MessageRow).where(MessageRow.namespace == _ns_key(ns)).order_by(col(MessageRow.seq))).all()
             return [(_to_message(r), r.tier, r.compacted) for r in rows]
 
+    def record_budget(self, ns: Namespace, budget_tokens: int) -> None:
+        """Remember the budget ``ns`` is used with (written only when it changed)."""
+        key = _ns_key(ns)
+        with Session(self.engine, expire_on_commit=False) as s:
+            row = s.get(SessionRow, key)
+            if row is not None and row.budget_tokens == budget_tokens:
+                return
+            row = row or SessionRow(namespace=key, budget_tokens=budget_tokens, updated_at=time.time())
+            row.budget_tokens, row.updated_at = budget_tokens, time.time()
+            s.add(row)
+            try:
+                s.commit()
+            except IntegrityError:  # another process recorded it first: theirs is as good
+                s.rollback()
+
+    def recorded_budget(self, ns: Namespace) -> int | None:
+        """The budget ``ns`` was last used with, if recorded."""
+        with Session(self.engine, expire_on_commit=False) as s:
+            row = s.get(SessionRow, _ns_key(ns))
+            return row.budget_tokens if row is not None else None
+
     def newest_messages(self, ns: Namespace, limit: int) -> list[Message]:
         """The newest ``limit`` messages of ``ns`` not set aside by a clear, oldest first."""
         with Session(self.engine, expire_on_commit=False) as s:
@@ -210,7 +242,6 @@ class Store:
         those meanwhile (two writers on one session), the next free ones, so nothing is lost.
         ``also(session, messages)`` runs in the same transaction (the archive's outbox rows).
         """
-        from sqlalchemy.exc import IntegrityError
 
         for attempt in range(_APPEND_ATTEMPTS):
             now = time.time()

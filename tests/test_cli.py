@@ -67,3 +67,51 @@ def test_debug_shows_the_traceback(tmp_path, where):
     args = ["export", "--store", str(bad), "--session", "s"]
     proc = memos("--debug", *args) if where == "before" else memos(*args, "--debug")
     assert proc.returncode != 0 and "Traceback" in proc.stderr and "DatabaseError" in proc.stderr
+
+
+def test_bench_reports_progress_off_a_terminal_and_never_overwrites_results(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    runs = [subprocess.run([sys.executable, "-m", "memos", "bench", "tokens", "--turns", "40", "--budget", "1024"],
+                           capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600) for _ in range(2)]
+    for proc in runs:
+        assert proc.returncode == 0, proc.stderr
+        lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("replaying: ")]
+        assert lines and lines[-1].startswith("replaying: ") and " left" in lines[-1]
+        done, total = lines[-1].split(": ")[1].split(" ")[0].split("/")
+        assert done == total  # the last line is the end of the job
+    written = sorted((tmp_path / "memos-bench").glob("tokens-*.json"))
+    assert len(written) == 2  # two runs, two files
+    out = tmp_path / "mine.json"
+    proc = subprocess.run([sys.executable, "-m", "memos", "bench", "tokens", "--turns", "40", "--budget", "1024", "--out",
+                           str(out)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+    assert proc.returncode == 0 and out.is_file() and len(list((tmp_path / "memos-bench").glob("*.json"))) == 2
+
+
+def test_progress_line_estimates_the_time_left():
+    from memos.bench.progress import Progress, eta
+
+    assert eta(10.0, 2, 10) == 40.0 and eta(5.0, 0, 10) is None
+    import io
+
+    buf = io.StringIO()
+    with Progress("job", stream=buf, every=0.0, terminal=False) as p:
+        p.update(1, 4, "first")
+        p.update(4, 4, "last")
+    lines = buf.getvalue().splitlines()
+    assert len(lines) == 2 and lines[0].startswith("job: 1/4 (25%)") and lines[0].endswith("left: first")
+    assert lines[1].startswith("job: 4/4 (100%)") and "00:00 left" in lines[1]
+
+
+def test_inspect_measures_against_the_budget_the_session_was_used_with(tmp_path):
+    import json
+
+    from memos import Memory
+
+    store = str(tmp_path / "i.db")
+    with Memory("small", user="ana", store=store, budget=2048) as mem:
+        mem.add({"role": "user", "content": "I never fly Ryanair."})
+    proc = memos("inspect", "--store", store, "--user", "ana", "--session", "small", "--json", unset=("MEMOS_BUDGET_TOKENS",))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["stats"]["budget_tokens"] == 2048
+    proc = memos("inspect", "--store", store, "--user", "ana", "--session", "small", "--json", "--budget", "4096")
+    assert json.loads(proc.stdout)["stats"]["budget_tokens"] == 4096

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..tokens import TokenCounter
+from .progress import ProgressFn
 from .scoring import answer_contained, context_text, evidence_recall, mean
 from .strategies import STRATEGIES, make_strategy
 
@@ -124,7 +125,7 @@ def run_locomo(
     strategies: Sequence[str] = STRATEGIES,
     conversations: int | None = None,
     questions: int | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: ProgressFn | None = None,
     llm: Any = None,
     cross_session: bool = False,
 ) -> dict[str, Any]:
@@ -136,6 +137,8 @@ def run_locomo(
     judge = LLMJudge(llm) if llm is not None else None
     convs = load_locomo(data, conversations=conversations)
     results = []
+    runs = [(b, n) for b in budgets for n in strategies if not (n == "full_history" and b != budgets[0])]
+    done, total = 0, len(runs) * len(convs)
     for budget in budgets:
         for name in strategies:
             if name == "full_history" and budget != budgets[0]:
@@ -182,8 +185,9 @@ def run_locomo(
                         judged.append(float(ok))
                         by_cat[q["category"]]["llm_accuracy"].append(float(ok))
                 strat.close()
+                done += 1
                 if progress:
-                    progress(f"{name} @ {budget}: {conv.sample_id}")
+                    progress(done, total, f"{name} @ {budget}: {conv.sample_id}")
             results.append({
                 "strategy": name,
                 "budget": None if name == "full_history" else budget,

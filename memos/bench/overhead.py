@@ -18,10 +18,12 @@ import resource
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+from .progress import ProgressFn
 
 __all__ = ["VARIANTS", "chat_messages", "measure", "run_overhead"]
 
@@ -108,7 +110,7 @@ def run_overhead(
     variants: Sequence[str] = VARIANTS,
     turns: int = 300,
     budget: int = 4096,
-    progress: Callable[[str], None] | None = None,
+    progress: ProgressFn | None = None,
 ) -> dict[str, Any]:
     """Measure every variant at every size, each in a fresh process; the JSON-able result."""
     ctx = multiprocessing.get_context("spawn")
@@ -118,10 +120,11 @@ def run_overhead(
             raise ValueError(f"unknown variant {variant!r}; expected one of {VARIANTS}")
         by_size: list[dict[str, Any]] = []
         for size in sizes:
-            if progress:
-                progress(f"{variant}: {size:,} messages")
             with ctx.Pool(1) as pool:
                 by_size.append(pool.apply(_child, ((size, variant, turns, budget),)))
+            if progress:
+                progress(variants.index(variant) * len(sizes) + len(by_size), len(variants) * len(sizes),
+                         f"{variant}: {size:,} messages")
         first, last = by_size[0], by_size[-1]
         results.append({
             "strategy": variant,

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ..tokens import TokenCounter
+from .progress import ProgressFn
 from .scoring import context_text, mean, preference_in_context
 from .strategies import STRATEGIES, make_strategy
 
@@ -47,7 +48,7 @@ def run_prefeval(
     budget: int = 4096,
     strategies: Sequence[str] = STRATEGIES,
     per_topic: int | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: ProgressFn | None = None,
 ) -> dict[str, Any]:
     """Run the benchmark; returns the JSON-able result (see ``memos bench prefeval``)."""
     counter = TokenCounter()
@@ -56,6 +57,7 @@ def run_prefeval(
     if max(fillers) > len(filler):
         raise ValueError(f"at most {len(filler)} filler messages are available, asked for {max(fillers)}")
     results: list[dict[str, Any]] = []
+    done, total = 0, len(strategies) * len(fillers)
     for name in strategies:
         metrics: dict[str, Any] = {}
         by_topic: dict[str, dict[str, list[float]]] = {}
@@ -82,8 +84,9 @@ def run_prefeval(
                 hits.append(hit)
                 by_topic.setdefault(p["topic"], {}).setdefault(str(n), []).append(hit)
             metrics[f"preference_in_context@{n}"] = mean(hits)
+            done += 1
             if progress:
-                progress(f"{name}, {n} filler messages")
+                progress(done, total, f"{name}, {n} filler messages")
         metrics.update({
             "preference_in_context": mean([metrics[f"preference_in_context@{n}"] for n in fillers]),
             "mean_context_tokens": round(mean(tokens), 1), "ms_per_turn": round(mean(ms), 3),

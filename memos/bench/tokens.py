@@ -11,13 +11,14 @@ orphan tool message (the API rejects those) and the constraints still in the las
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ..demo.session import CONSTRAINTS, SYSTEM_PROMPT, Step, Turn, demo_session
 from ..paging.context import find_orphans
 from ..tokens import TokenCounter
+from .progress import ProgressFn
 from .scoring import context_text
 from .strategies import STRATEGIES, make_strategy
 
@@ -39,7 +40,7 @@ def run_tokens(
     budget: int = 4096,
     seed: int = 7,
     strategies: Sequence[str] = STRATEGIES,
-    progress: Callable[[str, int], None] | None = None,
+    progress: ProgressFn | None = None,
 ) -> dict[str, Any]:
     """Replay the session through each strategy; returns the JSON-able result."""
     counter = TokenCounter()
@@ -70,7 +71,8 @@ def run_tokens(
                     for m in step.tool_messages():
                         strat.add(m)
                 if progress:
-                    progress(name, turn.number)
+                    progress(strategies.index(name) * len(script) + turn.number, len(strategies) * len(script),
+                             f"{name}, turn {turn.number}")
             ctx = strat.context(None)
         finally:
             strat.close()

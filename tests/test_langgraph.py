@@ -1,0 +1,70 @@
+"""memos in a LangGraph graph: a real ``StateGraph`` whose agent node calls ``ChatOpenAI``
+(langchain-openai) on the OpenAI-speaking test server, with memos as the chat history."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_openai import ChatOpenAI
+from langgraph.graph import END, START, MessagesState, StateGraph
+
+from memos.integrations.langgraph import MemosChatHistory
+from memos.tokens import default_counter
+from tests.llm_server import FakeOpenAI
+
+FILLER = "Tell me about the old railway line up the Douro valley and the villages along it, stop by stop. "
+
+
+def _graph(history: MemosChatHistory, llm: Any) -> Any:
+    def agent(state: MessagesState) -> dict:
+        new = [m for m in state["messages"] if isinstance(m, HumanMessage)][-1:]
+        last = state["messages"][-1]
+        if not isinstance(last, ToolMessage):  # a tool result is already in memos
+            history.add_messages(new)
+        reply = llm.invoke(history.messages)
+        history.add_messages([reply])
+        return {"messages": [reply]}
+
+    def memory_tools(state: MessagesState) -> dict:
+        return {"messages": history.run_tool_calls(state["messages"][-1])}
+
+    def route(state: MessagesState) -> str:
+        last = state["messages"][-1]
+        return "tools" if isinstance(last, AIMessage) and last.tool_calls else END
+
+    g = StateGraph(MessagesState)
+    g.add_node("agent", agent)
+    g.add_node("tools", memory_tools)
+    g.add_edge(START, "agent")
+    g.add_conditional_edges("agent", route, {"tools": "tools", END: END})
+    g.add_edge("tools", "agent")
+    return g.compile()
+
+
+def test_graph_turns_stay_in_budget_paired_and_keep_the_rules(tmp_path):
+    budget = 2048
+    with FakeOpenAI() as srv:
+        history = MemosChatHistory("lg", user="ana", store=str(tmp_path / "lg.db"), budget=budget)
+        llm = ChatOpenAI(model="test-model", base_url=srv.url, api_key="test", max_retries=0)
+        graph = _graph(history, llm.bind_tools(history.tools(prefix="memory_")))
+        graph.invoke({"messages": [HumanMessage("I'm vegetarian. My booking reference is PNR-31337.")]})
+        for i in range(25):
+            graph.invoke({"messages": [HumanMessage(f"Question {i}: {FILLER * 3}")]})
+        out = graph.invoke({"messages": [HumanMessage("Remind me: what was my booking reference?")]})
+
+        counter = default_counter(None)
+        sizes = [counter.count_messages(b["messages"]) + counter.count_tools(b.get("tools") or []) for b in srv.requests]
+        assert len(srv.requests) == 28 and max(sizes) <= budget
+        for body in srv.requests:
+            calls = [c["id"] for m in body["messages"] if m["role"] == "assistant" for c in m.get("tool_calls") or []]
+            assert sorted(calls) == sorted(m["tool_call_id"] for m in body["messages"] if m["role"] == "tool")
+        assert history.memory.stats().demotions >= 1
+        assert "vegetarian" in json.dumps(srv.requests[-1]["messages"])
+        assert "PNR-31337" in out["messages"][-1].content
+        assert any(isinstance(m, SystemMessage) for m in history.messages)
+        history.clear()
+        assert not any(isinstance(m, (HumanMessage, AIMessage)) for m in history.messages)
+        assert any("vegetarian" in str(m.content) for m in history.messages)  # the user's rule stays
+        history.close()
