@@ -1,0 +1,41 @@
+"""The README's integration snippets, run as they are written, in a fresh folder, against the
+OpenAI-speaking test server on 127.0.0.1 (``OPENAI_BASE_URL``)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.llm_server import FakeOpenAI
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def snippet(name: str) -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    m = re.search(rf"<!-- readme-test: {name} -->\n```python\n(.*?)```", text, re.S)
+    assert m, f"no snippet {name!r} in the README"
+    return m.group(1)
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("agents", ["OK: I never fly Ryanair.", "From memory:", "Ryanair"]),
+    ("mcp", ["Never book anything with Ryanair.", '"status": "ok"']),
+    ("langgraph", ["OK: I'm vegetarian.", "From memory:", "vegetarian"]),
+])
+def test_readme_snippet_runs(tmp_path, name, expected):
+    (tmp_path / "snippet.py").write_text(snippet(name), encoding="utf-8")
+    with FakeOpenAI() as srv:
+        env = {**os.environ, "OPENAI_BASE_URL": srv.url, "OPENAI_API_BASE": srv.url, "OPENAI_API_KEY": "test",
+               "OPENAI_AGENTS_DISABLE_TRACING": "1", "PYTHONPATH": str(ROOT),
+               "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+        proc = subprocess.run([sys.executable, "snippet.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for fragment in expected:
+        assert fragment in proc.stdout, (fragment, proc.stdout)
