@@ -20,7 +20,7 @@ from .config import MemosSettings
 from .paging.context import recall_message
 from .paging.guards import references
 from .state import SessionState
-from .tiers.archival import ArchivalTier, Hit, rrf
+from .tiers.archival import RRF_K, ArchivalTier, Hit, rrf
 from .tiers.cold import ColdTier, Fact
 from .tokens import TokenCounter
 
@@ -144,9 +144,11 @@ class Recall:
         if kind in (None, "fact") and not roles:
             facts = [fact_hit(f) for f in self.cold.search(query, limit=top_k + offset)
                      if (since is None or f.valid_from >= since) and (until is None or f.valid_from <= until)]
+        # a fact's score is its place in the fact search, normalised as the archive's is
+        facts = [replace(h, score=(RRF_K + 1) / (RRF_K + rank)) for rank, h in enumerate(facts, 1)]
         by_id = {h.id: h for h in hits + facts}
         fused = rrf([[h.id for h in hits], [h.id for h in facts]])
-        ranked = [replace(by_id[i], score=fused[i]) for i in sorted(fused, key=lambda i: -fused[i])]
+        ranked = [by_id[i] for i in sorted(fused, key=lambda i: -fused[i])]
         result = ranked[offset : offset + top_k]
         if promote:
             known = {h.id for h in self.promoted}
@@ -157,7 +159,8 @@ class Recall:
 def fact_hit(f: Fact) -> Hit:
     """A fact as a search hit."""
     return Hit(id=f"fact:{f.id}", kind="fact", text=f.line(), score=0.0, message_ids=tuple(f.sources),
-               first_seq=f.source_seq, last_seq=f.source_seq, roles=(), created_at=f.valid_from, source="fact")
+               first_seq=f.source_seq, last_seq=f.source_seq, roles=(), created_at=f.valid_from, source="fact",
+               found_by=("facts",))
 
 
 def _heading(h: Hit, session: str) -> str:

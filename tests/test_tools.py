@@ -171,3 +171,17 @@ def test_facts_and_forget_tools(tmp_path):
         assert "X1234567" not in json.dumps(m.context())
         after = json.loads(m.handle_tool_call(call("facts", {"query": "passport"}))["content"])["facts"]
         assert all("X1234567" not in f["value"] for f in after)
+
+
+@pytest.mark.usefixtures("mem")
+def test_retrieve_scores_say_how_strong_a_hit_is(mem):
+    from tests.conftest import HAVE_MODEL
+
+    strong = json.loads(mem.handle_tool_call(call("retrieve", {"query": "cabin wifi password"}))["content"])["results"][0]
+    weak = json.loads(mem.handle_tool_call(call("retrieve", {"query": "xylophone orchestra tuning"}))["content"])
+    assert "pine-cone-42" in strong["text"] and 0.9 <= strong["score"] <= 1.0
+    assert all(0.0 <= r["score"] <= 1.0 for r in weak["results"])
+    assert all(r["score"] < strong["score"] for r in weak["results"])
+    if HAVE_MODEL:
+        assert set(strong["found_by"]) == {"dense", "keyword"} and strong["similarity"] > 0.5
+        assert all(r.get("similarity", 0.0) < 0.3 for r in weak["results"])

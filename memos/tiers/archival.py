@@ -90,12 +90,20 @@ class Hit:
     created_at: float
     source: str  # 'archive' or 'fact'
     session: str = ""  # the session it came from ('user/agent/session'), when known
+    # cosine similarity of the item to the query, when the dense search found it
+    similarity: float | None = None
+    # which searches found it: 'dense', 'keyword' (archive items) or 'facts'
+    found_by: tuple[str, ...] = ()
 
     def to_dict(self, preview_chars: int | None = None) -> dict[str, Any]:
-        """The hit as plain JSON-able data (text cut to ``preview_chars`` if given)."""
+        """The hit as plain JSON-able data (text cut to ``preview_chars`` if given). ``score``
+        is in [0, 1]: 1 for an item first in every search that ran, 0.5 for one first in one
+        of two; ``similarity`` is its cosine similarity to the query, when known."""
         body = self.text if preview_chars is None or len(self.text) <= preview_chars else self.text[:preview_chars] + "…"
         return {
-            "id": self.id, "kind": self.kind, "text": body, "score": round(self.score, 4),
+            "id": self.id, "kind": self.kind, "text": body, "score": round(self.score, 3),
+            **({"similarity": round(self.similarity, 3)} if self.similarity is not None else {}),
+            **({"found_by": list(self.found_by)} if self.found_by else {}),
             "message_ids": list(self.message_ids), "seq": [self.first_seq, self.last_seq],
             "roles": list(self.roles), "time": _iso(self.created_at), "source": self.source,
             **({"session": self.session.rsplit("/", 1)[-1]} if self.session else {}),
@@ -106,12 +114,16 @@ def _iso(ts: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts)) if ts > 0 else ""
 
 
-def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> dict[str, float]:
-    """Reciprocal rank fusion: each id scores the sum of 1 / (k + rank) over the rankings."""
+def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K, *, normalise: bool = False) -> dict[str, float]:
+    """Reciprocal rank fusion: each id scores the sum of 1 / (k + rank) over the rankings.
+    ``normalise`` divides by the best score possible (first in every ranking), giving [0, 1]."""
     scores: dict[str, float] = {}
     for ranking in rankings:
         for rank, item in enumerate(ranking, start=1):
             scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
+    if normalise and rankings:
+        best = len(rankings) / (k + 1)
+        scores = {i: v / best for i, v in scores.items()}
     return scores
 
 
@@ -331,8 +343,12 @@ class ArchivalTier:
     def dense_ids(self, query: str, n: int, *, min_similarity: float | None = None) -> list[str]:
         """Ids of the ``n`` items nearest to ``query`` by meaning (empty when dense search is
         off), only those with cosine similarity >= ``min_similarity`` if given."""
+        return list(self.dense_similarities(query, n, min_similarity=min_similarity))
+
+    def dense_similarities(self, query: str, n: int, *, min_similarity: float | None = None) -> dict[str, float]:
+        """:meth:`dense_ids` with each item's cosine similarity to ``query``, nearest first."""
         if not self.dense or n <= 0 or not self._has_vectors():
-            return []
+            return {}
         try:
             vec = self._query_vectors.get(query)
             if vec is None:
@@ -341,12 +357,12 @@ class ArchivalTier:
                     self._query_vectors.pop(next(iter(self._query_vectors)))
                 self._query_vectors[query] = vec
             found = self.backend.query(self.namespace, vec, n)  # type: ignore[union-attr]
-            return [i for i, d in found if min_similarity is None or 1.0 - d >= min_similarity]
+            return {i: 1.0 - d for i, d in found if min_similarity is None or 1.0 - d >= min_similarity}
         except Exception as exc:
             if not self._warned:
                 log.warning("dense search failed (%s); using keyword search alone", exc)
                 self._warned = True
-            return []
+            return {}
 
     def keyword_ids(self, query: str, n: int) -> list[str]:
         """Ids of the ``n`` best items for ``query`` by keyword (BM25 on SQLite, PostgreSQL's
@@ -378,12 +394,19 @@ class ArchivalTier:
         want = top_k + offset
         # filters apply to the fused candidates, so a filtered search looks further
         pool = max(50, want * 8) * (4 if since is not None or until is not None or kinds or roles else 1)
-        rankings = []
+        rankings: list[list[str]] = []
+        similarity: dict[str, float] = {}
+        searches: list[str] = []
         if mode in ("hybrid", "dense"):
-            rankings.append(self.dense_ids(query, pool, min_similarity=min_similarity))
+            similarity = self.dense_similarities(query, pool, min_similarity=min_similarity)
+            rankings.append(list(similarity))
+            searches.append("dense")
         if mode in ("hybrid", "keyword"):
             rankings.append(self.keyword_ids(query, pool))
-        scores = rrf(rankings)
+            searches.append("keyword")
+        scores = rrf(rankings, normalise=True)
+        found_in = {i: tuple(name for name, ranking in zip(searches, rankings, strict=True) if i in ranking)
+                    for i in scores} if scores else {}
         if not scores:
             return []
         with Session(self.engine) as s:
@@ -407,7 +430,7 @@ class ArchivalTier:
                 continue
             covered.update(mids)
             hits.append(Hit(r.id, r.kind, r.text, scores[item_id], mids, r.first_seq, r.last_seq, item_roles,
-                            r.created_at, "archive", r.session))
+                            r.created_at, "archive", r.session, similarity.get(item_id), found_in[item_id]))
             if len(hits) >= want:
                 break
         return hits[offset:want]
