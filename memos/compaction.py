@@ -26,7 +26,7 @@ from .messages import Message
 from .paging.guards import Guard, GuardContext, ReferenceGuard, Verdict
 from .paging.pager import CutPoint, find_cut_point, find_soft_compactions
 from .recall import Recall
-from .state import SYSTEM_ROLES, SessionState
+from .state import SessionState
 from .store import Demotion, SummaryRow
 from .tiers.archival import ArchivalTier, ArchiveItem
 from .tiers.cold import ColdTier, FactCandidate, Invalidation, fact_log
@@ -206,8 +206,7 @@ class Compactor:
 
     def warm_messages(self) -> list[Message]:
         """The newest demoted messages a full re-summary reads (at most ``resummary_window``)."""
-        rows = self.store.warm_tail(self.state.namespace, self.settings.resummary_window)
-        return [m for m in rows if m.role not in SYSTEM_ROLES]
+        return self.store.warm_tail(self.state.namespace, self.settings.resummary_window)
 
     def extract(self, messages: Sequence[Message], *, rules_only: bool = False
                  ) -> tuple[list[FactCandidate], list[Invalidation], str]:

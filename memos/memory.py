@@ -42,7 +42,7 @@ from .paging.guards import (
 )
 from .pins import Pins
 from .recall import Recall
-from .state import SYSTEM_ROLES, SessionState
+from .state import SessionState
 from .store import CompactionRow, Store, validate_namespace
 from .tiers.archival import ArchivalTier, ArchiveBackend, ArchiveItem, Hit
 from .tiers.cold import ColdTier, Fact, ForgetRecord
@@ -204,8 +204,9 @@ class Memory:
         def archive(session: Any, logged: list[Message]) -> None:
             # every message is the user's recall memory from the moment it is logged, in the
             # same transaction (crash-safe: the vectors follow through the archive's outbox)
+            prompt = self._state.prompt_ids(logged)  # the system prompt is not the user's memory
             self.archival.stage(session, [self._archive_item([m], "message", f"unit:{m.id}")
-                                          for m in logged if m.role not in SYSTEM_ROLES])
+                                          for m in logged if m.id not in prompt])
 
         if not self._budget_recorded:  # what `memos inspect` measures this session against
             self.store.record_budget(self.namespace, self.settings.budget_tokens)

@@ -1,7 +1,8 @@
 """A session's state: its view of the message log, as the other parts read it.
 
 The log in the store is the truth; :class:`SessionState` is what one session holds of it
-in memory: the system messages, the hot tier (with the results hidden behind
+in memory: the system prompt (the system messages logged before the conversation started;
+later ones are events that age like other messages), the hot tier (with the results hidden behind
 placeholders), the messages demoted to the pinned section, the newest summary version and
 the counters. It is loaded from the store, changed only by :class:`~memos.Memory` (new
 messages) and the compactor (compaction, demotion), and read by assembly and recall.
@@ -36,6 +37,7 @@ class SessionState:
     demotions: int = 0
     soft_compactions: int = 0
     events: int = 0  # compaction events not rolled back
+    started: bool = False  # a message other than a system one has been logged (since a clear)
 
     @property
     def key(self) -> str:
@@ -46,14 +48,14 @@ class SessionState:
         """Read the session from the store (again), replacing what was held."""
         self.system, self.hot, self.pinned = [], [], []
         self.compacted, self.call_ids = set(), set()
-        self.count, self.next_seq = 0, 0
+        self.count, self.next_seq, self.started = 0, 0, False
         for m, tier, compacted in store.load_messages(self.namespace):
             self.count += 1
             self.next_seq = m.seq + 1
             self.call_ids.update(m.tool_call_ids)
             if tier == "cleared":
                 continue
-            if m.role in SYSTEM_ROLES:
+            if self._is_prompt(m):
                 self.system.append(m)
             elif tier == "hot":
                 self.hot.append(m)
@@ -68,11 +70,31 @@ class SessionState:
         self.demotions = sum(1 for e in events if e.kind == "hard" and e.summary_version is not None)
         self.soft_compactions = sum(1 for e in events if e.kind == "soft")
 
+    def _is_prompt(self, m: Message) -> bool:
+        """Whether ``m`` belongs to the app's system prompt: a system message logged before
+        the conversation started. A later one is an event (a date note, a status) and ages in
+        the hot tier like any other message."""
+        if m.role not in SYSTEM_ROLES:
+            self.started = True
+            return False
+        return not self.started
+
+    def prompt_ids(self, logged: list[Message]) -> set[str]:
+        """Which of ``logged`` (about to be appended) will be system-prompt messages."""
+        started, out = self.started, set()
+        for m in logged:
+            if m.role not in SYSTEM_ROLES:
+                started = True
+            elif not started:
+                out.add(m.id)
+        return out
+
     def append(self, logged: list[Message]) -> None:
-        """Messages just logged join the session (system ones apart, the rest hot)."""
+        """Messages just logged join the session: the system prompt (system messages before
+        the conversation started) apart, the rest hot."""
         for m in logged:
             self.call_ids.update(m.tool_call_ids)
-            (self.system if m.role in SYSTEM_ROLES else self.hot).append(m)
+            (self.system if self._is_prompt(m) else self.hot).append(m)
         if logged:
             self.next_seq = logged[-1].seq + 1
         self.count += len(logged)

@@ -196,3 +196,22 @@ def test_logged_rows_are_looked_up_by_id_not_by_reading_the_session(tmp_path):
             plan = " | ".join(str(r[3]) for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, params).all())
             assert "ix_memos_message_namespace" not in plan and "SCAN memos_message" not in plan, plan
     mem.close()
+
+
+def test_later_system_messages_are_events_that_age_and_the_system_prompt_stays(make_memory):
+    mem = make_memory(budget=1024)
+    mem.add({"role": "system", "content": "You are a travel assistant."})
+    for n in range(1, 31):
+        mem.add({"role": "system", "content": f"[session {n}: {n} May 2023]"})
+        mem.add(user(f"Session {n}: we talked about the trip to town number {n} and the hotel there, at length."))
+        mem.add(assistant(f"Noted for session {n}: the hotel in town {n} is booked for two nights."))
+        ctx = mem.context()
+        assert mem.counter.count_messages(ctx) <= 1024
+        assert ctx[0] == {"role": "system", "content": "You are a travel assistant."}
+    notes = [m for m in mem.context() if str(m.get("content", "")).startswith("[session ")]
+    assert notes and len(notes) < 5  # the latest notes, not thirty of them for ever
+    assert "[session 30: 30 May 2023]" in json.dumps(mem.context())
+    assert any("[session 3: 3 May 2023]" in h.text for h in mem.retrieve("session 3 May 2023", 5))
+    reopened = make_memory(budget=1024)
+    assert reopened.context()[0]["content"] == "You are a travel assistant."
+    assert len([m for m in reopened.context() if str(m.get("content", "")).startswith("[session ")]) == len(notes)
