@@ -79,6 +79,8 @@ def bench(args: argparse.Namespace) -> int:
             return _bench_prefeval(args, console, Table)
         if args.benchmark == "tokens":
             return _bench_tokens(args, console, Table)
+        if args.benchmark == "memdaily":
+            return _bench_memdaily(args, console, Table)
         return _bench_overhead(args, console, Table)
     except SystemExit as exc:
         console.print(f"[red]{exc}[/red]")
@@ -102,8 +104,10 @@ def _bench_locomo(args: argparse.Namespace, console: Any, Table: Any) -> int:
             raise SystemExit("error: --llm needs MEMOS_LLM_BASE_URL (and MEMOS_LLM_MODEL) or OPENAI_API_KEY")
     with Progress("LoCoMo") as progress:
         result = run_locomo(args.data, budgets=budgets, conversations=args.conversations, questions=args.questions,
-                            progress=progress.update, llm=llm, cross_session=args.cross_session)
+                            progress=progress.update, llm=llm, cross_session=args.cross_session,
+                            date_notes=args.date_notes)
     mode = ", cross-session: questions in a new chat" if args.cross_session else ""
+    mode += ", session dates as system notes" if args.date_notes else ""
     table = Table(title=f"LoCoMo ({result['params']['conversations']} conversations{mode})")
     cols = ["strategy", "budget", "evidence recall", "answer in context", "context tokens", "ms/turn", "ms/question"]
     for col in cols + (["LLM-judged accuracy"] if llm else []):
@@ -144,6 +148,30 @@ def _bench_prefeval(args: argparse.Namespace, console: Any, Table: Any) -> int:
     for r in result["results"]:
         table.add_row(r["strategy"], *(f"{r['by_filler'][str(n)]:.3f}" for n in fillers),
                       f"{r['metrics']['mean_context_tokens']:.0f}")
+    console.print(table)
+    _write(result, args, console)
+    return 0
+
+
+def _bench_memdaily(args: argparse.Namespace, console: Any, Table: Any) -> int:
+    from .bench.memdaily import run_memdaily
+
+    if args.budget < 256 or args.trajectories < 1 or args.start < 0:
+        raise SystemExit("error: --budget must be at least 256 tokens, --trajectories at least 1, --start >= 0")
+    if not Path(args.data).is_dir():
+        raise SystemExit(f"error: no MemDaily data at {args.data} (a folder of its JSON files)")
+    files = [f.strip() for f in args.files.split(",") if f.strip()] if args.files else None
+    with Progress("MemDaily") as progress:
+        result = run_memdaily(args.data, budget=args.budget, trajectories=args.trajectories, files=files,
+                              start=args.start, progress=progress.update)
+    table = Table(title=f"MemDaily ({len(result['params']['files'])} files, {args.trajectories} trajectories each as "
+                        f"one session, budget {args.budget})")
+    for col in ("strategy", "target-message recall", "context tokens", "ms/question"):
+        table.add_column(col, justify="left" if col == "strategy" else "right")
+    for r in result["results"]:
+        m = r["metrics"]
+        table.add_row(r["strategy"], f"{m['target_recall']:.3f}", f"{m['mean_context_tokens']:.0f}",
+                      f"{m['ms_per_question']:.1f}")
     console.print(table)
     _write(result, args, console)
     return 0

@@ -51,8 +51,10 @@ def _sessions(conv: dict[str, Any]) -> Iterator[tuple[int, list[dict[str, Any]],
             yield int(k.split("_")[1]), conv[k], str(conv.get(f"{k}_date_time", ""))
 
 
-def load_locomo(path: str | Path, *, conversations: int | None = None) -> list[Conversation]:
-    """Read ``locomo7.json``; malformed evidence ids ("D8:6; D9:17", "D") are split or skipped."""
+def load_locomo(path: str | Path, *, conversations: int | None = None, date_notes: bool = False) -> list[Conversation]:
+    """Read ``locomo7.json``; malformed evidence ids ("D8:6; D9:17", "D") are split or skipped.
+    Each session's date goes before its first turn's text, or, with ``date_notes``, in a
+    system message of its own before it (``[session 12: 1:56 pm on 8 May, 2023]``), as apps add them."""
     data = json.loads(Path(path).read_text())
     out: list[Conversation] = []
     for item in data[:conversations]:
@@ -61,15 +63,17 @@ def load_locomo(path: str | Path, *, conversations: int | None = None) -> list[C
         messages: list[dict[str, Any]] = []
         texts: dict[str, str] = {}
         starts: list[int] = []
-        for _, turns, date in _sessions(conv):
-            starts.append(len(messages))
+        for number, turns, date in _sessions(conv):
+            starts.append(len(messages))  # a session starts with its date note, when there is one
+            if date_notes and date:
+                messages.append({"role": "system", "content": f"[session {number}: {date}]"})
             for i, t in enumerate(turns):
                 text = str(t.get("text", ""))
                 texts[str(t.get("dia_id"))] = text
                 body = f"{t['speaker']}: {text}"
                 if t.get("blip_caption"):
                     body += f" [shares a photo: {t['blip_caption']}]"
-                if i == 0 and date:
+                if i == 0 and date and not date_notes:
                     body = f"({date}) {body}"
                 messages.append({"role": "user" if t["speaker"] == a else "assistant", "content": body})
         questions = []
@@ -128,6 +132,7 @@ def run_locomo(
     progress: ProgressFn | None = None,
     llm: Any = None,
     cross_session: bool = False,
+    date_notes: bool = False,
 ) -> dict[str, Any]:
     """Run the benchmark; returns the JSON-able result (see ``memos bench locomo``).
 
@@ -135,7 +140,7 @@ def run_locomo(
     model and the answer judged by it: ``llm_accuracy`` overall and by category."""
     counter = TokenCounter()
     judge = LLMJudge(llm) if llm is not None else None
-    convs = load_locomo(data, conversations=conversations)
+    convs = load_locomo(data, conversations=conversations, date_notes=date_notes)
     results = []
     runs = [(b, n) for b in budgets for n in strategies if not (n == "full_history" and b != budgets[0])]
     done, total = 0, len(runs) * len(convs)
@@ -201,7 +206,7 @@ def run_locomo(
             })
     return {
         "benchmark": "locomo",
-        "params": {"data": str(data), "budgets": list(budgets), "conversations": len(convs),
+        "params": {"data": str(data), "budgets": list(budgets), "conversations": len(convs), "date_notes": date_notes,
                    "cross_session": cross_session,
                    "questions_per_conversation": questions, "tokens": counter.encoding_name,
                    "embedding_model": "all-MiniLM-L6-v2",

@@ -7,7 +7,9 @@
 - ``rag_only``: recent messages + the older messages nearest to the query (dense top-k
   from Chroma, all-MiniLM-L6-v2), no summary, no facts;
 - ``search``: plain search, no recent window: every earlier message ranked by dense +
-  BM25 (SQLite FTS5) fused by reciprocal rank, as many as fit the whole budget;
+  BM25 (SQLite FTS5; Chinese as character bigrams) fused by reciprocal rank, as many as fit
+  the whole budget;
+- ``bm25``: the same with BM25 alone (the character-bigram BM25 of Chinese benchmarks);
 - ``memos``: :class:`memos.Memory`.
 
 ``new_session()`` starts a new chat of the same user (the cross-session benchmark): the
@@ -41,7 +43,7 @@ from ..tiers.archival import ChromaBackend, rrf
 from ..tiers.warm import ExtractiveSummarizer, SummaryPlan
 from ..tokens import TokenCounter
 
-__all__ = ["STRATEGIES", "CachedEmbedder", "Strategy", "make_strategy", "shared_embedder"]
+__all__ = ["ALL_STRATEGIES", "STRATEGIES", "bigram_terms", "CachedEmbedder", "Strategy", "make_strategy", "shared_embedder"]
 
 
 class CachedEmbedder:
@@ -256,27 +258,47 @@ class RagOnly:
 
 
 _WORDS = re.compile(r"\w+", re.UNICODE)
+_HAN_RUN = re.compile(r"[\u3400-\u9fff]+")
+
+
+def bigram_terms(text: str) -> list[str]:
+    """BM25 terms of ``text``: words, and each run of Chinese as its character bigrams (a
+    single character alone), the usual way to search Chinese without a word segmenter."""
+    out: list[str] = []
+    for word in _WORDS.findall(text.lower()):
+        for part in re.split(r"([\u3400-\u9fff]+)", word):
+            if not part:
+                continue
+            if _HAN_RUN.fullmatch(part):
+                out += [part[i : i + 2] for i in range(len(part) - 1)] if len(part) > 1 else [part]
+            else:
+                out.append(part)
+    return out
 
 
 class PlainSearch:
     """Every earlier message ranked for the query by dense (all-MiniLM-L6-v2) and BM25
-    (SQLite FTS5) search fused by reciprocal rank, as many as fit the budget: plain search
-    over the raw turns, with no window, summary or facts."""
+    (SQLite FTS5 over :func:`bigram_terms`) search fused by reciprocal rank, as many as fit
+    the budget: plain search over the raw turns, with no window, summary or facts. With
+    ``dense=False``, BM25 alone."""
 
     name = "search"
 
-    def __init__(self, counter: TokenCounter, budget: int) -> None:
+    def __init__(self, counter: TokenCounter, budget: int, *, dense: bool = True) -> None:
         self.counter, self.budget = counter, budget
         self.messages: list[dict[str, Any]] = []
         self.embedded = 0
         self.backend = ChromaBackend.ephemeral()
         self.namespace = f"search-{uuid.uuid4().hex}"
-        self.embedder = shared_embedder()
+        self.embedder = shared_embedder() if dense else None
+        if not dense:
+            self.name = "bm25"
         self.db = sqlite3.connect(":memory:", check_same_thread=False)
         self.db.execute("CREATE VIRTUAL TABLE turns USING fts5(body, tokenize='unicode61')")
 
     def add(self, message: dict[str, Any]) -> None:
-        self.db.execute("INSERT INTO turns(rowid, body) VALUES (?, ?)", (len(self.messages), _body(message)))
+        terms = " ".join(bigram_terms(_body(message)))
+        self.db.execute("INSERT INTO turns(rowid, body) VALUES (?, ?)", (len(self.messages), terms))
         self.messages.append(message)
 
     def _index(self) -> None:
@@ -293,7 +315,7 @@ class PlainSearch:
             query = next((_body(m) for m in reversed(self.messages) if m.get("role") == "user"), "")
         rankings: list[list[str]] = []
         if query and self.messages:
-            terms = list(dict.fromkeys(w.lower() for w in _WORDS.findall(query)))
+            terms = list(dict.fromkeys(bigram_terms(query)))
             if terms:
                 match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
                 rows = self.db.execute("SELECT rowid FROM turns WHERE turns MATCH ? ORDER BY bm25(turns) LIMIT 200",
@@ -371,6 +393,8 @@ class MemosStrategy:
 
 
 STRATEGIES = ("full_history", "sliding_window", "summary_buffer", "rag_only", "search", "memos")
+# bm25 is run where keyword search is the question (the Chinese benchmark)
+ALL_STRATEGIES = (*STRATEGIES, "bm25")
 
 
 def make_strategy(name: str, counter: TokenCounter, budget: int) -> Strategy:
@@ -385,6 +409,8 @@ def make_strategy(name: str, counter: TokenCounter, budget: int) -> Strategy:
         return RagOnly(counter, budget)
     if name == "search":
         return PlainSearch(counter, budget)
+    if name == "bm25":
+        return PlainSearch(counter, budget, dense=False)
     if name == "memos":
         return MemosStrategy(counter, budget)
-    raise ValueError(f"unknown strategy {name!r}; expected one of {STRATEGIES}")
+    raise ValueError(f"unknown strategy {name!r}; expected one of {ALL_STRATEGIES}")
