@@ -260,14 +260,21 @@ class ContextAssembler:
         self._section_cache[key] = out
         return out
 
-    def summary_section(self, room: int | None) -> tuple[dict[str, Any] | None, int]:
+    def summary_section(self, query: str | None, room: int | None) -> tuple[dict[str, Any] | None, int]:
+        """The rolling summary within ``room`` (its own cap when None). Its newest lines (what
+        happened just before the hot tier, up to a third of its cap) always come; of the older
+        ones, those that share words with what is asked (``query``, else the newest user
+        message) come, most relevant first, and the rest give their room to recalled memory:
+        their messages are in the archive, word for word."""
         if self.state.summary is None:
             return None, 0
-        key = ("summary", self.state.summary.version, room)
+        text_for = self.relevance_text(query)
+        key = ("summary", self.state.summary.version, room, text_for)
         hit = self._section_cache.get(key)
         if hit is not None:
             return hit
-        text = self.state.summary.text
+        cap = self.settings.summary_max_tokens if room is None else min(room, self.settings.summary_max_tokens)
+        text = self._summary_for(self.state.summary.text, text_for, cap)
         if room is not None:
             text = fit_summary(text, max(0, room - 40), self.counter) if room > 40 else ""
         msg = summary_message(text, self.state.summary.through_seq)
@@ -279,6 +286,25 @@ class ContextAssembler:
             self._section_cache.clear()
         self._section_cache[key] = out
         return out
+
+    def _summary_for(self, text: str, asked: str, cap: int) -> str:
+        """The summary's lines worth their room for ``asked`` (see :meth:`summary_section`)."""
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        sizes = [self.counter.count(ln) + 1 for ln in lines]
+        keep: set[int] = set()
+        used = 0
+        for i in range(len(lines) - 1, -1, -1):  # the newest lines, up to a third of the cap
+            if used + sizes[i] > cap // 3:
+                break
+            keep.add(i)
+            used += sizes[i]
+        wanted = content_terms(asked)
+        overlap = {i: len(wanted & content_terms(lines[i])) for i in range(len(lines)) if i not in keep} if wanted else {}
+        for i in sorted((i for i, n in overlap.items() if n), key=lambda i: (-overlap[i], -i)):
+            if used + sizes[i] <= cap:
+                keep.add(i)
+                used += sizes[i]
+        return "\n".join(lines[i] for i in sorted(keep))
 
     def recall_section(self, query: str | None, room: int) -> tuple[dict[str, Any] | None, int]:
         """Recalled memory within ``room``: recall has its share of the budget, and the part of
@@ -313,7 +339,7 @@ class ContextAssembler:
         system = sum(m.tokens for m in self.state.system)
         _, pinned = self.pinned_section(query, rooms.pinned)
         _, facts = self.facts_section(query, rooms.facts, rooms.pinned)
-        _, summary = self.summary_section(rooms.summary)
+        _, summary = self.summary_section(query, rooms.summary)
         _, recall = self.recall_section(query, recall_room(rooms))
         return system + pinned + facts + summary + recall + self.hot_tokens() + extra + REPLY_PRIMING
 
@@ -325,7 +351,7 @@ class ContextAssembler:
         rendered = [r for u in units for r in self.render_unit(u, names)]
         pinned, pinned_t = self.pinned_section(query, rooms.pinned)
         facts, facts_t = self.facts_section(query, rooms.facts, rooms.pinned)
-        summary, summary_t = self.summary_section(rooms.summary)
+        summary, summary_t = self.summary_section(query, rooms.summary)
         budget = self.settings.budget_tokens
         base = (sum(m.tokens for m in self.state.system) + pinned_t + facts_t + summary_t + sum(t for _, t in rendered)
                 + (self.counter.count_message(query_msg) if query_msg else 0) + REPLY_PRIMING + self.tools_tokens)

@@ -131,7 +131,7 @@ class Compactor:
             rooms = Rooms(recall=0, facts=max(0, facts - (total - s.budget_tokens)))
             total = self.assembler.total(extra, query, rooms)
         if total > s.budget_tokens:
-            _, summary = self.assembler.summary_section(None)
+            _, summary = self.assembler.summary_section(query, None)
             rooms = Rooms(recall=0, facts=0, summary=max(0, summary - (total - s.budget_tokens)))
             total = self.assembler.total(extra, query, rooms)
         if total > s.budget_tokens:  # automatic pins give way too; explicit ones never do

@@ -322,7 +322,7 @@ class Memory:
             hot_tokens=sum(a.unit_tokens(u) for u in group_units(s.hot)),
             pinned_messages=len(s.pinned),
             pinned_tokens=a.pinned_section()[1],
-            summary_tokens=a.summary_section(None)[1],
+            summary_tokens=a.summary_section(None, None)[1],
             summary_version=s.summary.version if s.summary else 0,
             facts=len(facts),
             pinned_facts=sum(1 for f in facts if f.pinned),
