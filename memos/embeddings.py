@@ -1,9 +1,16 @@
-"""Dense embeddings: all-MiniLM-L6-v2 through ONNX Runtime and ``tokenizers``.
+"""Dense embeddings: a sentence-transformers ONNX export through ONNX Runtime and ``tokenizers``.
 
-The same model as Chroma's default embedding function, computed the way
-sentence-transformers does (attention-masked mean pooling, then L2 normalisation), but
-padding each batch only to its longest text instead of to 256 tokens, which is many
-times faster on short texts.
+By default all-MiniLM-L6-v2, the same model as Chroma's default embedding function, computed
+the way sentence-transformers does (attention-masked mean pooling, then L2 normalisation), but
+padding each batch only to its longest text instead of to 256 tokens, which is many times
+faster on short texts. Any other sentence-transformers model exported to ONNX the same way
+(``model.onnx`` and ``tokenizer.json`` in a folder) works too: a multilingual one, such as
+paraphrase-multilingual-MiniLM-L12-v2, for text that is not English.
+
+all-MiniLM-L6-v2 was trained on English (its vocabulary is BERT's English one): for a query
+written mostly in Chinese, Japanese or Korean, its similarities say little, so search ranks
+such a query by keywords alone (:meth:`OnnxEmbedder.covers`). A model with another vocabulary
+is trusted in every language; ``MEMOS_EMBEDDING_LANGUAGES`` (``en`` or ``any``) overrides.
 
 The model directory is, in order: the ``model_dir`` argument, ``MEMOS_EMBEDDING_MODEL_DIR``,
 or Chroma's own cache (``~/.cache/chroma/onnx_models/all-MiniLM-L6-v2/onnx``), where
@@ -14,8 +21,10 @@ keyword-only. Any Chroma embedding function can be used instead via :class:`Chro
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import re
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -23,11 +32,16 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["ChromaEmbedder", "Embedder", "MiniLMEmbedder", "load_embedder", "resolve_model_dir"]
+__all__ = ["ChromaEmbedder", "DEFAULT_MODEL", "Embedder", "MiniLMEmbedder", "OnnxEmbedder", "covers", "load_embedder",
+           "resolve_model_dir"]
 
 log = logging.getLogger("memos.embeddings")
 
 MAX_TOKENS = 256  # all-MiniLM-L6-v2's max_seq_length in sentence-transformers
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+_ENGLISH_BERT_VOCAB = 30522  # bert-base-uncased's WordPiece vocabulary, which all-MiniLM-L6-v2 uses
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+_LETTER = re.compile(r"[^\W\d_]")
 
 
 @runtime_checkable
@@ -68,21 +82,27 @@ def resolve_model_dir(model_dir: str | Path | None = None, *, download: bool = T
     raise FileNotFoundError(f"no all-MiniLM-L6-v2 model in {cache}; set MEMOS_EMBEDDING_MODEL_DIR")
 
 
-class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 on ONNX Runtime, batched with per-batch padding."""
+class OnnxEmbedder:
+    """A sentence-transformers model exported to ONNX (all-MiniLM-L6-v2 by default), batched
+    with per-batch padding. ``name`` is the model folder's name (the folder above ``onnx/``),
+    ``dim`` its vector size, ``languages`` the languages it was trained on (``None``: any)."""
 
-    name = "all-MiniLM-L6-v2"
-    dim = 384
-
-    def __init__(self, model_dir: str | Path | None = None, *, batch_size: int = 64, threads: int | None = None) -> None:
+    def __init__(self, model_dir: str | Path | None = None, *, batch_size: int = 64, threads: int | None = None,
+                 languages: str | None = None) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
         self.model_dir = resolve_model_dir(model_dir)
+        folder = self.model_dir.parent if self.model_dir.name == "onnx" else self.model_dir
+        self.name = folder.name or DEFAULT_MODEL
+        config = _read_json(self.model_dir / "config.json")
+        self.dim = int(config.get("hidden_size") or 0)
+        self.languages = _languages(languages or os.environ.get("MEMOS_EMBEDDING_LANGUAGES"), config)
         self.batch_size = batch_size
         tok = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
         tok.enable_truncation(max_length=MAX_TOKENS)
-        tok.enable_padding(pad_id=0, pad_token="[PAD]")  # to the longest text of each batch
+        pad = next((t for t in ("[PAD]", "<pad>") if tok.token_to_id(t) is not None), "[PAD]")
+        tok.enable_padding(pad_id=tok.token_to_id(pad) or 0, pad_token=pad)  # to each batch's longest text
         self._tokenizer = tok
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
@@ -90,9 +110,19 @@ class MiniLMEmbedder:
         opts.log_severity_level = 3
         self._session = ort.InferenceSession(str(self.model_dir / "model.onnx"), opts, providers=["CPUExecutionProvider"])
         self._inputs = {i.name for i in self._session.get_inputs()}
+        if not self.dim:
+            self.dim = int(self._embed_batch(["dimension probe"]).shape[1])
+
+    def covers(self, text: str) -> bool:
+        """Whether the model can say what ``text`` means: any text for a multilingual model;
+        for an English one, text not written mostly in Chinese, Japanese or Korean."""
+        if self.languages is None:
+            return True
+        letters = len(_LETTER.findall(text))
+        return not letters or len(_CJK.findall(text)) / letters < 0.3
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
-        """Embeddings of ``texts`` (float32, L2-normalised, shape (n, 384))."""
+        """Embeddings of ``texts`` (float32, L2-normalised, shape (n, dim))."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
@@ -116,6 +146,34 @@ class MiniLMEmbedder:
         return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
 
 
+MiniLMEmbedder = OnnxEmbedder  # the name it had when all-MiniLM-L6-v2 was the only model
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _languages(setting: str | None, config: dict[str, Any]) -> frozenset[str] | None:
+    """The languages a model covers: as set (``any``, or codes such as ``en``), else English
+    for a model on BERT's English vocabulary, else any."""
+    if setting:
+        codes = frozenset(c.strip().lower() for c in setting.split(",") if c.strip())
+        if not codes or "any" in codes:
+            return None
+        return codes
+    return frozenset({"en"}) if config.get("vocab_size") == _ENGLISH_BERT_VOCAB else None
+
+
+def covers(embedder: Any, text: str) -> bool:
+    """Whether ``embedder`` can rank ``text`` by meaning (an embedder that does not say: yes)."""
+    check = getattr(embedder, "covers", None)
+    return bool(check(text)) if callable(check) else True
+
+
 class ChromaEmbedder:
     """Any Chroma embedding function (OpenAI, sentence-transformers, ...) as an :class:`Embedder`."""
 
@@ -137,13 +195,13 @@ _CACHE_LOCK = threading.Lock()
 
 
 def load_embedder(model_dir: str | Path | None = None) -> Embedder | None:
-    """A shared :class:`MiniLMEmbedder` for ``model_dir``, or None when the model cannot be
+    """A shared :class:`OnnxEmbedder` for ``model_dir``, or None when the model cannot be
     loaded; the reason is logged once per folder and memos runs keyword-only."""
     key = str(model_dir or os.environ.get("MEMOS_EMBEDDING_MODEL_DIR") or "<chroma cache>")
     with _CACHE_LOCK:
         if key not in _CACHE:
             try:
-                _CACHE[key] = MiniLMEmbedder(model_dir)
+                _CACHE[key] = OnnxEmbedder(model_dir)
             except Exception as exc:  # no model, no network, broken file: keyword-only from here
                 configured = model_dir or os.environ.get("MEMOS_EMBEDDING_MODEL_DIR")
                 where = (f"from {configured} ({exc})" if configured else

@@ -244,3 +244,57 @@ def test_empty_is_true_until_something_of_this_namespace_is_archived(store):
     assert ana.archival.count() == 1
     ana.close()
     bob.close()
+
+
+@needs_model
+def test_the_english_model_leaves_chinese_queries_to_keyword_search(store, monkeypatch):
+    from memos.embeddings import OnnxEmbedder, covers
+
+    emb = OnnxEmbedder(EMBEDDING_DIR)
+    assert emb.name == "all-MiniLM-L6-v2" and emb.dim == 384 and emb.languages == frozenset({"en"})
+    assert covers(emb, "Where is the spare key?") and not covers(emb, "我婶婶的生日是啥时候来着？")
+    assert covers(emb, "我的订单 ORD-88123 到哪了? where is my parcel, the one I ordered last week") is True
+    mem = Memory("zh", store=store)
+    for note in ("我婶婶的生日是在5月29号。", "我舅舅的生日是在8月3号。", "The spare key is under the blue flower pot."):
+        mem.archive(note)  # archived notes: what the hot tier holds is never retrieved
+    mem.flush()
+    zh = mem.retrieve("我婶婶的生日是啥时候来着？", 3)
+    assert zh and "婶婶" in zh[0].text and zh[0].found_by == ("keyword",) and zh[0].similarity is None
+    en = mem.retrieve("where did I hide the extra house key?", 1)
+    assert en and "dense" in en[0].found_by
+    mem.close()
+    monkeypatch.setenv("MEMOS_EMBEDDING_LANGUAGES", "any")
+    assert OnnxEmbedder(EMBEDDING_DIR).languages is None
+
+
+def _hash_embedder(dim: int):
+    def embed(texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), dim), dtype=np.float32)
+        for row, t in enumerate(texts):
+            for w in t.lower().split():
+                out[row, hash(w) % dim] += 1.0
+        return out + 1e-3
+
+    return embed
+
+
+def test_vectors_of_another_model_are_written_again_never_mixed(store, caplog):
+    if "://" in store or os.environ.get("MEMOS_CHROMA_URL"):
+        pytest.skip("the embedded Chroma folder is what this test reopens")
+    from memos.embeddings import ChromaEmbedder
+
+    first = Memory("m", store=store, embedder=ChromaEmbedder(_hash_embedder(32), name="hash-32"))
+    for i in range(5):
+        first.archive(f"note {i} about the garden shed and the bicycle pump")
+    first.flush()
+    assert first.archival.pending() == 0 and first.archival.backend.count(first.scope) == 5
+    first.close()
+    with caplog.at_level(logging.WARNING, logger="memos"):
+        second = Memory("m", store=store, embedder=ChromaEmbedder(_hash_embedder(48), name="hash-48"))
+        second.retrieve("bicycle pump", 3)  # opens the archive: the old model's vectors go
+        second.flush()
+    assert any("written by hash-32" in r.getMessage() and "hash-48" in r.getMessage() for r in caplog.records)
+    assert second.archival.backend.count(second.scope) == 5 and second.archival.pending() == 0
+    hits = second.retrieve("garden shed", 3)
+    assert hits and "dense" in hits[0].found_by  # 48-dimensional queries against 48-dimensional vectors
+    second.close()

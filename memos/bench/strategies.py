@@ -52,6 +52,7 @@ class CachedEmbedder:
     def __init__(self, inner: Embedder) -> None:
         self.inner = inner
         self.name = inner.name
+        self.covers = getattr(inner, "covers", lambda text: True)
         self._vectors: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()
 

@@ -29,7 +29,7 @@ from sqlalchemy import Index, text
 from sqlalchemy.engine import Engine
 from sqlmodel import Field, Session, col, func, select
 
-from ..embeddings import Embedder
+from ..embeddings import Embedder, covers
 from ..store import MemosModel, chunks
 from ..text.search import KeywordIndex
 from .vectors import ArchiveBackend, ChromaBackend, Indexer
@@ -181,6 +181,32 @@ class ArchivalTier:
                 self.backend = None
             self.embedder = e() if callable(e) and not isinstance(e, Embedder) else e  # type: ignore[assignment]
             self._resolved = True
+            self._check_model()
+
+    def _check_model(self) -> None:
+        """Vectors written by another embedding model than this one (the model folder was
+        changed) are deleted and written again with this one: two models' vectors never mix."""
+        tag = getattr(self.backend, "tag_model", None)
+        name = getattr(self.embedder, "name", None)
+        if not callable(tag) or not name:
+            return
+        try:
+            recorded = tag(self.namespace, name)
+        except Exception as exc:  # the backend is checked again by the next search or flush
+            log.debug("the archive's embedding model could not be read (%s)", exc)
+            return
+        if recorded is None or recorded == name:
+            return
+        log.warning("the archive's vectors were written by %s; they are written again with %s", recorded, name)
+        self.backend.delete(self.namespace)  # type: ignore[union-attr]
+        tag(self.namespace, name)
+        with Session(self.engine) as s:
+            for r in s.exec(select(ArchiveItem).where(ArchiveItem.namespace == self.namespace,
+                                                      ArchiveItem.indexed == True)).all():  # noqa: E712
+                r.indexed = False
+                s.add(r)
+            s.commit()
+        self._vectors_seen = False
 
     @property
     def dense(self) -> bool:
@@ -346,8 +372,9 @@ class ArchivalTier:
         return list(self.dense_similarities(query, n, min_similarity=min_similarity))
 
     def dense_similarities(self, query: str, n: int, *, min_similarity: float | None = None) -> dict[str, float]:
-        """:meth:`dense_ids` with each item's cosine similarity to ``query``, nearest first."""
-        if not self.dense or n <= 0 or not self._has_vectors():
+        """:meth:`dense_ids` with each item's cosine similarity to ``query``, nearest first
+        (none for a query the model does not cover: see :func:`memos.embeddings.covers`)."""
+        if not self.dense or n <= 0 or not covers(self.embedder, query) or not self._has_vectors():
             return {}
         try:
             vec = self._query_vectors.get(query)

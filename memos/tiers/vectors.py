@@ -152,6 +152,18 @@ class ChromaBackend:
         """The ids of every vector the namespace holds (to check it against the store)."""
         return set(self._collection(namespace).get(include=[])["ids"])
 
+    def tag_model(self, namespace: str, model: str) -> str | None:
+        """The embedding model the namespace's vectors were written with (``None`` while it
+        holds none), recording ``model`` when none is recorded. Collections from before
+        models were recorded hold all-MiniLM-L6-v2's vectors."""
+        collection = self._collection(namespace)
+        meta = dict(collection.metadata or {})
+        recorded = meta.get("model")
+        if recorded is None:
+            recorded = "all-MiniLM-L6-v2" if collection.count() else None
+            collection.modify(metadata={**meta, "model": recorded or model})
+        return str(recorded) if recorded is not None else None
+
 
 # The indexer thread is a daemon (a script that forgets close() must still exit), so the
 # interpreter would kill it mid-call into ONNX Runtime at teardown, which aborts the process.
