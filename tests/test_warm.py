@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memos.messages import Message
-from memos.tiers.warm import ExtractiveSummarizer, SummaryPlan, fit_summary, prepare_summary
+from memos.tiers.warm import EARLIER, OLDEST, ExtractiveSummarizer, SummaryPlan, fit_summary, layers, prepare_summary
 from memos.tokens import TokenCounter
 from tests.conftest import assistant, tool_chain, user
 
@@ -53,11 +53,33 @@ def test_summary_respects_its_token_cap_and_prefers_high_scored_lines():
     assert "P-99887766" in text
 
 
-def test_fit_summary_drops_oldest_lines_first():
-    text = "\n".join(f"- line {i} with some words" for i in range(50))
-    fitted = fit_summary(text, 40, COUNTER)
-    assert COUNTER.count(fitted) <= 40
-    assert fitted.endswith("line 49 with some words") and "line 0 " not in fitted
+def test_fit_summary_compresses_the_oldest_lines_and_keeps_their_ids():
+    text = "\n".join(f"- user: line {i} is about booking BK-{1000 + i} for the trip to the coast and back" for i in range(50))
+    fitted = fit_summary(text, 200, COUNTER)
+    assert COUNTER.count(fitted) <= 200
+    lines = fitted.splitlines()
+    assert lines[-1] == "- user: line 49 is about booking BK-1049 for the trip to the coast and back"  # newest: detail
+    assert any(ln.startswith(EARLIER) and "BK-" in ln for ln in lines)  # older: compressed, ids kept
+    assert lines[0].startswith(OLDEST) and "BK-10" in lines[0]  # oldest: their ids on one line
+    layered = fit_summary(fitted, 200, COUNTER)
+    assert layered == fitted  # fitting again changes nothing
+    tight = fit_summary(text, 40, COUNTER)
+    assert COUNTER.count(tight) <= 40 and "BK-1049" in tight
+
+
+def test_layers_keep_ids_of_many_more_segments_than_detail_alone():
+    s = ExtractiveSummarizer(COUNTER)
+    summary = None
+    for k in range(40):
+        seg = msgs(user(f"Please hold reservation RES-{5000 + k} for the conference in hall {k}."),
+                   assistant(f"Reservation RES-{5000 + k} is on hold until Friday; hall {k} has 40 seats."), start=2 * k)
+        summary = s.summarize(SummaryPlan("incremental" if summary else "full", summary, seg, 400, seg[-1].seq))
+        assert COUNTER.count(summary) <= 400
+    _, earlier, detail = layers(summary)
+    kept = [k for k in range(40) if f"RES-{5000 + k}" in summary]
+    in_detail = [k for k in range(40) if any(f"RES-{5000 + k}" in ln for ln in detail)]
+    assert 39 in in_detail and earlier  # the newest in detail, older ones compressed
+    assert len(kept) >= 2 * len(in_detail)  # ids of twice as many segments as the detailed lines hold
 
 
 def test_prepare_summary_rebuilds_from_originals_every_nth_time():

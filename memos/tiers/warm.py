@@ -4,7 +4,9 @@ A demotion summarises in three steps, kept apart so each is easy to test:
 :func:`prepare_summary` decides what to summarise (incremental, or every Nth time a full
 re-summary from the logged originals) and returns a :class:`SummaryPlan`; a
 :class:`Summarizer` turns the plan into text; :func:`fit_summary` holds the result to its
-token cap whatever wrote it. :class:`memos.Memory` persists the version.
+token cap whatever wrote it, in layers: the newest lines in detail, older ones compressed
+to their first words and identifiers, the oldest as one line of identifiers.
+:class:`memos.Memory` persists the version.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ __all__ = [
     "ExtractiveSummarizer",
     "SummaryPlan",
     "Summarizer",
+    "condense",
     "fit_summary",
+    "layers",
     "prepare_summary",
 ]
 
@@ -85,18 +89,72 @@ def prepare_summary(
     return SummaryPlan("incremental", previous, tuple(segment), max_tokens, through, tuple(superseded))
 
 
+EARLIER = "- (earlier) "  # a line of the compressed layer
+OLDEST = "- (oldest) ids: "  # the one line of the oldest layer
+_HEAD_WORDS = 8
+
+
+def condense(line: str) -> str:
+    """One detailed summary line as a line of the compressed layer: its role and first
+    words, and every identifier of the rest."""
+    body = line[2:] if line.startswith("- ") else line
+    words = body.split()
+    head = " ".join(words[:_HEAD_WORDS])
+    lost = [i for i in find_identifiers(body) if i not in head]
+    return EARLIER + head + ("…" if len(words) > _HEAD_WORDS else "") + (f" [ids: {', '.join(lost)}]" if lost else "")
+
+
+def layers(text: str) -> tuple[list[str], list[str], list[str]]:
+    """A summary's oldest identifiers, its compressed lines and its detailed lines."""
+    oldest: list[str] = []
+    earlier: list[str] = []
+    detail: list[str] = []
+    for ln in (ln for ln in text.splitlines() if ln.strip()):
+        if ln.startswith(OLDEST):
+            oldest += [i.strip() for i in ln[len(OLDEST):].split(",") if i.strip()]
+        elif ln.startswith(EARLIER):
+            earlier.append(ln)
+        else:
+            detail.append(ln)
+    return oldest, earlier, detail
+
+
 def fit_summary(text: str, max_tokens: int, counter: TokenCounter) -> str:
-    """``text`` held to ``max_tokens``: the oldest lines go first, a lone long line is clipped."""
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    sizes = [counter.count(ln) + 1 for ln in lines]
-    total = sum(sizes)
-    start = 0
-    while total > max_tokens and start < len(lines) - 1:
-        total -= sizes[start]
-        start += 1
-    kept = lines[start:]
+    """``text`` held to ``max_tokens`` in layers, whatever wrote it: the newest lines stay as
+    they are; older ones are compressed to their first words and identifiers
+    (``- (earlier) ...``); the oldest are kept only as their identifiers, on one line
+    (``- (oldest) ids: ...``), the oldest of which go last of all. A lone long line is clipped."""
+    oldest, earlier, detail = layers(text)
+
+    def render() -> list[str]:
+        head = [OLDEST + ", ".join(dict.fromkeys(oldest))] if oldest else []
+        return head + earlier + detail
+
+    def size() -> int:
+        return sum(counter.count(ln) + 1 for ln in render())
+
+    def cost(lines: list[str]) -> int:
+        return sum(counter.count(ln) + 1 for ln in lines)
+
+    # the compressed layer may take up to 3/10 of the cap and the identifiers 1/10; the
+    # newest lines keep the rest
+    earlier_cap, oldest_cap = max_tokens * 3 // 10, max_tokens // 10
+    total = size()
+    while total > max_tokens:
+        if len(detail) > 1 and (not earlier or cost(earlier) <= earlier_cap):
+            earlier.append(condense(detail.pop(0)))  # the oldest detailed line is compressed
+        elif earlier:
+            oldest += find_identifiers(earlier.pop(0))  # the oldest compressed line keeps its ids only
+        elif oldest:
+            oldest.pop(0)
+        else:
+            break
+        while oldest and counter.count(OLDEST + ", ".join(dict.fromkeys(oldest))) > oldest_cap:
+            oldest.pop(0)
+        total = size()
+    kept = render()
     if kept and total > max_tokens:
-        kept = [counter.clip(kept[0], max_tokens - 2, " … ")]
+        kept = [counter.clip(kept[-1], max_tokens - 2, " … ")]
     return "\n".join(kept)
 
 
@@ -191,10 +249,13 @@ class ExtractiveSummarizer:
         return out
 
     def summarize(self, plan: SummaryPlan) -> str:
-        """Fold the plan's messages into the previous summary (or start afresh), within the cap."""
+        """Fold the plan's messages into the previous summary (or start afresh), within the
+        cap: the best lines in detail, the lines that do not fit compressed before them
+        (see :func:`fit_summary`)."""
         cands: list[_Candidate] = []
+        oldest, earlier, detail = layers(plan.previous or "")
         if plan.previous:
-            for i, line in enumerate(ln for ln in plan.previous.splitlines() if ln.strip()):
+            for i, line in enumerate(detail):
                 role = line[2:].split(":", 1)[0] if line.startswith("- ") else ""
                 cands.append(_Candidate(_score(line, role) + 1, i, line))
         cands.extend(self.candidates(plan.messages, start=len(cands)))
@@ -208,11 +269,17 @@ class ExtractiveSummarizer:
             if key not in seen:
                 seen.add(key)
                 unique.append(c)
-        budget = plan.max_tokens
+        budget = plan.max_tokens * 3 // 4  # the rest is for the compressed layers
         chosen = []
         for c in sorted(unique, key=lambda c: (-c.score, -c.order)):
             cost = self.counter.count(c.text) + 1
             if cost <= budget:
                 chosen.append(c)
                 budget -= cost
-        return "\n".join(c.text for c in sorted(chosen, key=lambda c: c.order))
+        kept = {id(c) for c in chosen}
+        squeezed = [condense(c.text) for c in sorted(unique, key=lambda c: c.order) if id(c) not in kept]
+        stale_ok = [ln for ln in earlier if not any(v in ln.lower() for v in stale)]
+        ids = [i for i in oldest if not any(v in i.lower() for v in stale)]
+        text = "\n".join(([OLDEST + ", ".join(ids)] if ids else []) + stale_ok + squeezed
+                         + [c.text for c in sorted(chosen, key=lambda c: c.order)])
+        return fit_summary(text, plan.max_tokens, self.counter)
