@@ -115,3 +115,17 @@ def test_inspect_measures_against_the_budget_the_session_was_used_with(tmp_path)
     assert json.loads(proc.stdout)["stats"]["budget_tokens"] == 2048
     proc = memos("inspect", "--store", store, "--user", "ana", "--session", "small", "--json", "--budget", "4096")
     assert json.loads(proc.stdout)["stats"]["budget_tokens"] == 4096
+
+
+def test_a_store_that_cannot_be_opened_names_its_path_and_the_fix():
+    import sqlite3
+
+    import sqlalchemy.exc
+
+    from memos.cli import describe_error
+
+    exc = sqlalchemy.exc.OperationalError("SELECT 1", {}, sqlite3.OperationalError("unable to open database file"))
+    line = describe_error(exc, "/srv/readonly/memos.db")
+    assert "/srv/readonly/memos.db" in line and "writable" in line and "\n" not in line
+    exc = sqlalchemy.exc.OperationalError("INSERT", {}, sqlite3.OperationalError("attempt to write a readonly database"))
+    assert "/srv/readonly/memos.db" in describe_error(exc, "/srv/readonly/memos.db")
