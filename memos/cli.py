@@ -344,6 +344,7 @@ def _parser() -> argparse.ArgumentParser:
     locomo.add_argument("--out", default=None, help="results JSON here, a PNG beside it (default: a new file in ./memos-bench/)")
     locomo.add_argument("--cross-session", action="store_true",
                         help="each LoCoMo session a chat of its own of one user; the questions asked in a new chat")
+    locomo.add_argument("--strategies", default=None, help="only these strategies, comma-separated (default all)")
     locomo.add_argument("--date-notes", action="store_true",
                         help="each session's date as a system message before it, as apps add them")
     locomo.add_argument("--llm", action="store_true", help="also answer each question with the model and judge it "
@@ -353,6 +354,7 @@ def _parser() -> argparse.ArgumentParser:
     pref.add_argument("--filler", default="10,100,300", help="filler message counts, comma-separated (default 10,100,300)")
     pref.add_argument("--budget", type=int, default=4096, help="prompt budget in tokens (default 4096)")
     pref.add_argument("--per-topic", type=int, default=None, help="only the first N preferences of each topic")
+    pref.add_argument("--strategies", default=None, help="only these strategies, comma-separated (default all)")
     pref.add_argument("--out", default=None, help="write the results as JSON here (default: a new file in ./memos-bench/)")
     daily = bench_sub.add_parser("memdaily", help="MemDaily (Chinese): is the message a question is about in the prompt")
     daily.add_argument("--data", default="../shared/data/memdaily", help="the MemDaily folder")
@@ -360,6 +362,7 @@ def _parser() -> argparse.ArgumentParser:
     daily.add_argument("--trajectories", type=int, default=40, help="trajectories per file, one session (default 40)")
     daily.add_argument("--start", type=int, default=0, help="first trajectory of each file (default 0)")
     daily.add_argument("--files", default=None, help="only these files, comma-separated (default all)")
+    daily.add_argument("--strategies", default=None, help="only these strategies, comma-separated (default all)")
     daily.add_argument("--out", default=None, help="write the results as JSON here (default: a new file in ./memos-bench/)")
     tok = bench_sub.add_parser("tokens", help="cumulative prompt tokens of a long agent session, per strategy")
     tok.add_argument("--turns", type=int, default=300, help="turns of the demo session (default 300)")

@@ -6,10 +6,13 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .bench.memdaily import STRATEGIES as DAILY
 from .bench.progress import Progress
+from .bench.strategies import STRATEGIES
 
 __all__ = ["bench", "results_path", "write_results"]
 
@@ -48,6 +51,19 @@ def write_results(result: dict[str, Any], name: str, out: str | None, say: Any =
     path.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     say(f"results: {path.resolve()}")
     return path
+
+
+def _strategies(args: argparse.Namespace, default: Sequence[str]) -> tuple[str, ...]:
+    """The strategies ``--strategies`` names (default: ``default``), checked."""
+    from .bench.strategies import ALL_STRATEGIES
+
+    if not getattr(args, "strategies", None):
+        return tuple(default)
+    names = tuple(n.strip() for n in args.strategies.split(",") if n.strip())
+    unknown = [n for n in names if n not in ALL_STRATEGIES]
+    if unknown or not names:
+        raise SystemExit(f"error: unknown strategies {unknown}; choose from {', '.join(ALL_STRATEGIES)}")
+    return names
 
 
 def _write(result: dict[str, Any], args: argparse.Namespace, console: Any) -> Path:
@@ -105,7 +121,7 @@ def _bench_locomo(args: argparse.Namespace, console: Any, Table: Any) -> int:
     with Progress("LoCoMo") as progress:
         result = run_locomo(args.data, budgets=budgets, conversations=args.conversations, questions=args.questions,
                             progress=progress.update, llm=llm, cross_session=args.cross_session,
-                            date_notes=args.date_notes)
+                            date_notes=args.date_notes, strategies=_strategies(args, STRATEGIES))
     mode = ", cross-session: questions in a new chat" if args.cross_session else ""
     mode += ", session dates as system notes" if args.date_notes else ""
     table = Table(title=f"LoCoMo ({result['params']['conversations']} conversations{mode})")
@@ -137,7 +153,7 @@ def _bench_prefeval(args: argparse.Namespace, console: Any, Table: Any) -> int:
     with Progress("PrefEval") as progress:
         try:
             result = run_prefeval(args.data, fillers=fillers, budget=args.budget, per_topic=args.per_topic,
-                                  progress=progress.update)
+                                  progress=progress.update, strategies=_strategies(args, STRATEGIES))
         except ValueError as exc:
             raise SystemExit(f"error: {exc}") from None
     table = Table(title=f"PrefEval ({result['params']['preferences']} preferences, budget {args.budget})")
@@ -163,7 +179,7 @@ def _bench_memdaily(args: argparse.Namespace, console: Any, Table: Any) -> int:
     files = [f.strip() for f in args.files.split(",") if f.strip()] if args.files else None
     with Progress("MemDaily") as progress:
         result = run_memdaily(args.data, budget=args.budget, trajectories=args.trajectories, files=files,
-                              start=args.start, progress=progress.update)
+                              start=args.start, progress=progress.update, strategies=_strategies(args, DAILY))
     table = Table(title=f"MemDaily ({len(result['params']['files'])} files, {args.trajectories} trajectories each as "
                         f"one session, budget {args.budget})")
     for col in ("strategy", "target-message recall", "context tokens", "ms/question"):
