@@ -91,6 +91,18 @@ def locomo_cross_session(r: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def memdaily(r: dict[str, Any], holdout: dict[str, Any] | None = None) -> str:
+    head = "| strategy | trajectories 0-39 |" + (" trajectories 40-79 |" if holdout else "") + " prompt tokens |"
+    out = [head, "|---|---:|" + ("---:|" if holdout else "") + "---:|"]
+    best = _bold_best({x["strategy"]: x["metrics"]["target_recall"] for x in r["results"]})
+    other = {x["strategy"]: x["metrics"]["target_recall"] for x in (holdout or {}).get("results", [])}
+    best_other = _bold_best(other)
+    for x in r["results"]:
+        cells = [best[x["strategy"]]] + ([best_other.get(x["strategy"], "")] if holdout else [])
+        out.append(f"| {x['strategy']} | " + " | ".join(cells) + f" | {x['metrics']['mean_context_tokens']:,.0f} |")
+    return "\n".join(out)
+
+
 def sessions(r: dict[str, Any]) -> str:
     return "\n".join([
         "| open sessions | open p50 / p95 | first prompt p50 | threads before / with all open | RSS before / with all open |",
@@ -107,6 +119,9 @@ def main() -> int:
         r = _load(name)
         if r is not None:
             print(f"### {name}\n\n{fn(r)}\n")
+    daily = _load("memdaily")
+    if daily is not None:
+        print(f"### memdaily\n\n{memdaily(daily, _load('memdaily_holdout'))}\n")
     return 0
 
 
