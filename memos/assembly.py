@@ -18,12 +18,13 @@ from .config import MemosSettings
 from .messages import Message
 from .paging.context import assemble, facts_message, pinned_message, pressure_message, recall_message, summary_message
 from .paging.guards import extract_constraints
+from .patterns import find_identifiers
 from .recall import Recall
 from .state import SessionState
 from .text.terms import content_terms
 from .tiers.cold import ColdTier, Fact
 from .tiers.hot import Unit, clip_json, group_units, placeholder, render_text, tool_names
-from .tiers.warm import fit_summary
+from .tiers.warm import OLDEST, fit_summary, layers
 from .tokens import REPLY_PRIMING, TokenCounter
 
 __all__ = ["ContextAssembler", "Rooms", "recall_room"]
@@ -288,8 +289,10 @@ class ContextAssembler:
         return out
 
     def _summary_for(self, text: str, asked: str, cap: int) -> str:
-        """The summary's lines worth their room for ``asked`` (see :meth:`summary_section`)."""
-        lines = [ln for ln in text.splitlines() if ln.strip()]
+        """The summary's lines worth their room for ``asked`` (see :meth:`summary_section`);
+        the identifiers of the lines left out stay, on the identifiers line."""
+        oldest, earlier, detail = layers(text)
+        lines = earlier + detail
         sizes = [self.counter.count(ln) + 1 for ln in lines]
         keep: set[int] = set()
         used = 0
@@ -300,11 +303,19 @@ class ContextAssembler:
             used += sizes[i]
         wanted = content_terms(asked)
         overlap = {i: len(wanted & content_terms(lines[i])) for i in range(len(lines)) if i not in keep} if wanted else {}
+        ids = list(dict.fromkeys(oldest + [x for i, ln in enumerate(lines) if i not in keep for x in find_identifiers(ln)]))
+        ids_cost = self.counter.count(OLDEST + ", ".join(ids)) + 1 if ids else 0
+        while ids and used + ids_cost > cap:  # the oldest identifiers go first
+            ids.pop(0)
+            ids_cost = self.counter.count(OLDEST + ", ".join(ids)) + 1 if ids else 0
+        used += ids_cost
         for i in sorted((i for i, n in overlap.items() if n), key=lambda i: (-overlap[i], -i)):
             if used + sizes[i] <= cap:
                 keep.add(i)
                 used += sizes[i]
-        return "\n".join(lines[i] for i in sorted(keep))
+        shown = [lines[i] for i in sorted(keep)]
+        left_ids = [x for x in ids if not any(x in ln for ln in shown)]
+        return "\n".join(([OLDEST + ", ".join(left_ids)] if left_ids else []) + shown)
 
     def recall_section(self, query: str | None, room: int) -> tuple[dict[str, Any] | None, int]:
         """Recalled memory within ``room``: recall has its share of the budget, and the part of

@@ -125,33 +125,46 @@ def fit_summary(text: str, max_tokens: int, counter: TokenCounter) -> str:
     (``- (earlier) ...``); the oldest are kept only as their identifiers, on one line
     (``- (oldest) ids: ...``), the oldest of which go last of all. A lone long line is clipped."""
     oldest, earlier, detail = layers(text)
+    sizes: dict[str, int] = {}
+
+    def cost(line: str) -> int:  # each line is counted once
+        n = sizes.get(line)
+        if n is None:
+            n = sizes[line] = counter.count(line) + 1
+        return n
+
+    def oldest_line() -> list[str]:
+        return [OLDEST + ", ".join(dict.fromkeys(oldest))] if oldest else []
 
     def render() -> list[str]:
-        head = [OLDEST + ", ".join(dict.fromkeys(oldest))] if oldest else []
-        return head + earlier + detail
-
-    def size() -> int:
-        return sum(counter.count(ln) + 1 for ln in render())
-
-    def cost(lines: list[str]) -> int:
-        return sum(counter.count(ln) + 1 for ln in lines)
+        return oldest_line() + earlier + detail
 
     # the compressed layer may take up to 3/10 of the cap and the identifiers 1/10; the
     # newest lines keep the rest
     earlier_cap, oldest_cap = max_tokens * 3 // 10, max_tokens // 10
-    total = size()
+    detail_t, earlier_t = sum(map(cost, detail)), sum(map(cost, earlier))
+    oldest_t = sum(map(cost, oldest_line()))
+    total = detail_t + earlier_t + oldest_t
     while total > max_tokens:
-        if len(detail) > 1 and (not earlier or cost(earlier) <= earlier_cap):
-            earlier.append(condense(detail.pop(0)))  # the oldest detailed line is compressed
+        if len(detail) > 1 and (not earlier or earlier_t <= earlier_cap):
+            line = detail.pop(0)  # the oldest detailed line is compressed
+            squeezed = condense(line)
+            earlier.append(squeezed)
+            detail_t -= cost(line)
+            earlier_t += cost(squeezed)
         elif earlier:
-            oldest += find_identifiers(earlier.pop(0))  # the oldest compressed line keeps its ids only
+            line = earlier.pop(0)  # the oldest compressed line keeps its identifiers only
+            earlier_t -= cost(line)
+            oldest += find_identifiers(line)
         elif oldest:
             oldest.pop(0)
         else:
             break
-        while oldest and counter.count(OLDEST + ", ".join(dict.fromkeys(oldest))) > oldest_cap:
+        oldest_t = sum(map(cost, oldest_line()))
+        while oldest and oldest_t > oldest_cap:
             oldest.pop(0)
-        total = size()
+            oldest_t = sum(map(cost, oldest_line()))
+        total = detail_t + earlier_t + oldest_t
     kept = render()
     if kept and total > max_tokens:
         kept = [counter.clip(kept[-1], max_tokens - 2, " … ")]
