@@ -83,9 +83,12 @@ def _text(content: Any) -> str:
 
 
 def _chat_tool(tool: Any) -> dict[str, Any] | None:
-    """An SDK tool (or a chat-completions schema) as the schema the request will carry."""
+    """An SDK tool (or a chat-completions schema) as the request will carry it: function
+    tools through the SDK's own converter, so the budget counts exactly what is sent."""
     if isinstance(tool, dict):
         return tool
+    if isinstance(tool, FunctionTool):
+        return dict(Converter.tool_to_openai(tool))
     schema = getattr(tool, "params_json_schema", None)
     if schema is None:
         return None
