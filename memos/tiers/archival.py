@@ -424,7 +424,8 @@ class ArchivalTier:
         rankings: list[list[str]] = []
         similarity: dict[str, float] = {}
         searches: list[str] = []
-        if mode in ("hybrid", "dense"):
+        # a search that cannot run (no model, a query the model does not cover) does not count
+        if mode in ("hybrid", "dense") and self.dense and covers(self.embedder, query) and self._has_vectors():
             similarity = self.dense_similarities(query, pool, min_similarity=min_similarity)
             rankings.append(list(similarity))
             searches.append("dense")
