@@ -4,9 +4,9 @@ Every soft compaction and demotion is recorded in the store (tokens before and a
 messages moved, the summary version written, the facts changed, which summariser and
 extractor ran). :func:`rollback` undoes an event and every later one in one transaction:
 the messages come back into the hot tier, the summary from before the event becomes the
-newest version, and the facts the events changed are restored. :func:`clear` sets a
-session's messages aside (a ``clear`` event; the user's facts and archive keep what they
-learnt), and :func:`withdraw` takes the newest message back as if it had never been said.
+newest version, and the facts the events changed are restored. :meth:`Store.clear
+<memos.store.Store.clear>` sets a session's messages aside (a ``clear`` event; the user's
+facts and archive keep what they learnt), and :func:`withdraw` takes the newest message back as if it had never been said.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from .tiers.facts import Fact
 if TYPE_CHECKING:
     from .memory_store import MemoryStore
 
-__all__ = ["Rollback", "clear", "rollback", "withdraw"]
+__all__ = ["Rollback", "rollback", "withdraw"]
 
 
 @dataclass(frozen=True)
@@ -57,13 +57,6 @@ def rollback(store: Store, namespace: Namespace, cold: ColdTier, event_id: int) 
     undone = json.loads(record.facts)["undone"]
     return Rollback(event_id=record.id or 0, undone=tuple(undone), messages_restored=len(json.loads(record.message_ids)),
                     summary_version=record.summary_version)
-
-
-def clear(store: Store, namespace: Namespace) -> CompactionRow | None:
-    """Set every message of the session aside and start an empty summary (a ``clear``
-    event); its messages stay in the log and in the user's archive, its facts in the cold
-    tier. ``None`` when the session held nothing. The caller reads the session again."""
-    return store.clear(namespace)
 
 
 def withdraw(store: MemoryStore, namespace: Namespace, cold: ColdTier, scope: str, newest: Message) -> bool:

@@ -26,7 +26,7 @@ from .compaction import Compactor, PagingEvent
 from .config import MemosSettings
 from .embeddings import Embedder
 from .extract import FactExtractor, RuleExtractor
-from .journal import Rollback, clear, rollback, withdraw
+from .journal import Rollback, rollback, withdraw
 from .llm import LLMConfig, LLMFactExtractor, LLMRuleJudge, LLMSummarizer, make_client
 from .memory_store import MemoryStore, scope_key
 from .messages import Message, validate_batch
@@ -365,7 +365,7 @@ class Memory:
         :meth:`MemoryStore.delete_user` to erase. Compaction events before the clear can no
         longer be rolled back. Returns whether there was anything to clear."""
         self.wait()
-        done = clear(self.store, self.namespace) is not None
+        done = self.store.clear(self.namespace) is not None
         self._load()
         return done
 

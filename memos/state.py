@@ -10,6 +10,7 @@ messages) and the compactor (compaction, demotion), and read by assembly and rec
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .messages import Message
@@ -49,13 +50,16 @@ class SessionState:
         self.system, self.hot, self.pinned = [], [], []
         self.compacted, self.call_ids = set(), set()
         self.count, self.next_seq, self.started = 0, 0, False
+        live: list[tuple[Message, str, bool]] = []
         for m, tier, compacted in store.load_messages(self.namespace):
             self.count += 1
             self.next_seq = m.seq + 1
             self.call_ids.update(m.tool_call_ids)
-            if tier == "cleared":
-                continue
-            if self._is_prompt(m):
+            if tier != "cleared":
+                live.append((m, tier, compacted))
+        prompt = self._take([m for m, _, _ in live])
+        for m, tier, compacted in live:
+            if m.id in prompt:
                 self.system.append(m)
             elif tier == "hot":
                 self.hot.append(m)
@@ -70,17 +74,10 @@ class SessionState:
         self.demotions = sum(1 for e in events if e.kind == "hard" and e.summary_version is not None)
         self.soft_compactions = sum(1 for e in events if e.kind == "soft")
 
-    def _is_prompt(self, m: Message) -> bool:
-        """Whether ``m`` belongs to the app's system prompt: a system message logged before
-        the conversation started. A later one is an event (a date note, a status) and ages in
-        the hot tier like any other message."""
-        if m.role not in SYSTEM_ROLES:
-            self.started = True
-            return False
-        return not self.started
-
-    def prompt_ids(self, logged: list[Message]) -> set[str]:
-        """Which of ``logged`` (about to be appended) will be system-prompt messages."""
+    def prompt_ids(self, logged: Sequence[Message]) -> set[str]:
+        """Which of ``logged`` (in order, after what the session holds) belong to the app's
+        system prompt: system messages logged before the conversation started. A later one is
+        an event (a date note, a status) and ages in the hot tier like any other message."""
         started, out = self.started, set()
         for m in logged:
             if m.role not in SYSTEM_ROLES:
@@ -89,12 +86,19 @@ class SessionState:
                 out.add(m.id)
         return out
 
+    def _take(self, logged: Sequence[Message]) -> set[str]:
+        """:meth:`prompt_ids` of ``logged``, noting whether the conversation has started."""
+        prompt = self.prompt_ids(logged)
+        self.started = self.started or any(m.role not in SYSTEM_ROLES for m in logged)
+        return prompt
+
     def append(self, logged: list[Message]) -> None:
         """Messages just logged join the session: the system prompt (system messages before
         the conversation started) apart, the rest hot."""
+        prompt = self._take(logged)
         for m in logged:
             self.call_ids.update(m.tool_call_ids)
-            (self.system if self._is_prompt(m) else self.hot).append(m)
+            (self.system if m.id in prompt else self.hot).append(m)
         if logged:
             self.next_seq = logged[-1].seq + 1
         self.count += len(logged)

@@ -374,7 +374,7 @@ class ArchivalTier:
     def dense_similarities(self, query: str, n: int, *, min_similarity: float | None = None) -> dict[str, float]:
         """:meth:`dense_ids` with each item's cosine similarity to ``query``, nearest first
         (none for a query the model does not cover: see :func:`memos.embeddings.covers`)."""
-        if not self.dense or n <= 0 or not covers(self.embedder, query) or not self._has_vectors():
+        if n <= 0 or not self._dense_runs(query):
             return {}
         try:
             vec = self._query_vectors.get(query)
@@ -390,6 +390,10 @@ class ArchivalTier:
                 log.warning("dense search failed (%s); using keyword search alone", exc)
                 self._warned = True
             return {}
+
+    def _dense_runs(self, query: str) -> bool:
+        """Whether dense search can rank ``query``: a model that covers it and vectors to search."""
+        return self.dense and covers(self.embedder, query) and self._has_vectors()
 
     def keyword_ids(self, query: str, n: int) -> list[str]:
         """Ids of the ``n`` best items for ``query`` by keyword (BM25 on SQLite, PostgreSQL's
@@ -425,7 +429,7 @@ class ArchivalTier:
         similarity: dict[str, float] = {}
         searches: list[str] = []
         # a search that cannot run (no model, a query the model does not cover) does not count
-        if mode in ("hybrid", "dense") and self.dense and covers(self.embedder, query) and self._has_vectors():
+        if mode in ("hybrid", "dense") and self._dense_runs(query):
             similarity = self.dense_similarities(query, pool, min_similarity=min_similarity)
             rankings.append(list(similarity))
             searches.append("dense")
@@ -433,8 +437,10 @@ class ArchivalTier:
             rankings.append(self.keyword_ids(query, pool))
             searches.append("keyword")
         scores = rrf(rankings, normalise=True)
-        found_in = {i: tuple(name for name, ranking in zip(searches, rankings, strict=True) if i in ranking)
-                    for i in scores} if scores else {}
+        found_in: dict[str, list[str]] = {}
+        for name, ranking in zip(searches, rankings, strict=True):
+            for i in ranking:
+                found_in.setdefault(i, []).append(name)
         if not scores:
             return []
         with Session(self.engine) as s:
@@ -458,7 +464,7 @@ class ArchivalTier:
                 continue
             covered.update(mids)
             hits.append(Hit(r.id, r.kind, r.text, scores[item_id], mids, r.first_seq, r.last_seq, item_roles,
-                            r.created_at, "archive", r.session, similarity.get(item_id), found_in[item_id]))
+                            r.created_at, "archive", r.session, similarity.get(item_id), tuple(found_in[item_id])))
             if len(hits) >= want:
                 break
         return hits[offset:want]
