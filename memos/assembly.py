@@ -317,24 +317,63 @@ class ContextAssembler:
         left_ids = [x for x in ids if not any(x in ln for ln in shown)]
         return "\n".join(([OLDEST + ", ".join(left_ids)] if left_ids else []) + shown)
 
-    def recall_section(self, query: str | None, room: int) -> tuple[dict[str, Any] | None, int]:
+    def recall_section(self, query: str | None, room: int, hot: int | None = None) -> tuple[dict[str, Any] | None, int]:
         """Recalled memory within ``room``: recall has its share of the budget, and the part of
-        the hot tier's share that the hot tier does not use (a new session's prompt is mostly
-        what it recalls)."""
+        the hot tier's share that the hot tier (``hot`` tokens of it in this prompt) does not
+        use (a new session's prompt is mostly what it recalls)."""
         text = self.relevance_text(query) if self.settings.auto_recall else ""
         if room <= 40:
             return None, 0
-        key = ("recall", *self.recall.cache_key(text), room)
+        hot = self.hot_tokens() if hot is None else hot
+        key = ("recall", *self.recall.cache_key(text), room, hot)
         hit = self._section_cache.get(key)
         if hit is not None:
             return hit
-        limit = min(room, self.settings.recall_max_tokens + max(0, self.settings.hot_target_tokens - self.hot_tokens()))
+        limit = min(room, self.settings.recall_max_tokens + max(0, self.settings.hot_target_tokens - hot))
         lines = self.recall.lines(text, limit)
         out = self.fit_section(recall_message, lines, limit)
         if len(self._section_cache) > 128:
             self._section_cache.clear()
         self._section_cache[key] = out
         return out
+
+    def focused_units(self, units: list[Unit], query: str, room: int) -> list[Unit]:
+        """The hot units a prompt for ``query`` shows, within ``room`` (the budget less the
+        other sections). The newest units (``keep_recent_units`` of them, and as many as fit
+        in half the hot tier's target: the conversation just before the question), open
+        tool chains, pinned messages and system events always stay. The older units compete
+        with the archive: one search ranks both (every message is archived as it arrives),
+        and, in rank order, an older unit stays when it is reached before the room is full.
+        The rest are left out of this prompt only: they stay hot, in the log and in the
+        archive."""
+        recent, floor = max(1, self.settings.keep_recent_units), self.settings.hot_target_tokens // 2
+        for i in range(len(units) - 1, -1, -1):
+            floor -= self.unit_tokens(units[i])
+            if floor < 0:
+                break
+            recent = max(recent, len(units) - i)
+        fixed = {i for i, u in enumerate(units)
+                 if i >= len(units) - recent or u.in_flight
+                 or any(m.pinned or m.role == "system" for m in u.messages)}
+        if len(fixed) == len(units) or not self.recall.possible or not query.strip():
+            return units
+        by_message = {m.id: i for i, u in enumerate(units) if i not in fixed for m in u.messages}
+        sizes = {i: self.unit_tokens(units[i]) for i in set(by_message.values())}
+        left = room - sum(self.unit_tokens(units[i]) for i in fixed)
+        per_item = max(24, left // 3)
+        kept: set[int] = set()
+        exclude = {m.id for i in fixed for m in units[i].messages}
+        for h in self.recall.archival.search(query, self.settings.recall_top_k, exclude_message_ids=exclude,
+                                             min_similarity=self.settings.recall_min_similarity):
+            mine = {by_message[x] for x in h.message_ids if x in by_message} - kept
+            cost = sum(sizes[i] for i in mine) if mine else min(per_item, self.counter.count(h.text)) + 2
+            if cost > left:
+                if left < 24:
+                    break
+                continue
+            left -= cost
+            kept |= mine
+        return [u for i, u in enumerate(units) if i in fixed or i in kept]
 
     def hot_tokens(self) -> int:
         # compaction only adds to the set while the hot tier keeps its first message, so its size is enough
@@ -359,13 +398,19 @@ class ContextAssembler:
         recalled memory take only the room the others leave."""
         units = group_units(self.state.hot)
         names = tool_names(units)
-        rendered = [r for u in units for r in self.render_unit(u, names)]
         pinned, pinned_t = self.pinned_section(query, rooms.pinned)
         facts, facts_t = self.facts_section(query, rooms.facts, rooms.pinned)
         summary, summary_t = self.summary_section(query, rooms.summary)
         budget = self.settings.budget_tokens
-        base = (sum(m.tokens for m in self.state.system) + pinned_t + facts_t + summary_t + sum(t for _, t in rendered)
-                + (self.counter.count_message(query_msg) if query_msg else 0) + REPLY_PRIMING + self.tools_tokens)
+        fixed = (sum(m.tokens for m in self.state.system) + pinned_t + facts_t + summary_t
+                 + (self.counter.count_message(query_msg) if query_msg else 0) + REPLY_PRIMING + self.tools_tokens)
+        every = len(units)
+        if query is not None and self.settings.query_focus:
+            units = self.focused_units(units, query, budget - fixed)
+        rendered = [r for u in units for r in self.render_unit(u, names)]
+        hot_t = sum(t for _, t in rendered)
+        left_out = self.hot_tokens() - hot_t if len(units) < every else 0  # recall's room, given back
+        base = fixed + hot_t
         notice = None
         # pressure is measured against the room paging works in (the budget less the recall
         # reserve), so the notice comes before a demotion, whatever recall adds afterwards
@@ -375,7 +420,7 @@ class ContextAssembler:
             if base + self.counter.count_message(notice) > budget:
                 notice = None
         room = budget - base - (self.counter.count_message(notice) if notice else 0)
-        recalled, _ = self.recall_section(query, max(0, min(recall_room(rooms), room)))
+        recalled, _ = self.recall_section(query, max(0, min(recall_room(rooms) + left_out, room)), hot_t)
         out = assemble(
             system=[m.data for m in self.state.system],
             pinned=pinned,

@@ -44,6 +44,10 @@ class MemosSettings:
     recall_reserve: float = 0.40
     # Bring archival items relevant to the latest user message (or query) into the prompt.
     auto_recall: bool = True
+    # With context(query=...), the hot tier's older units compete with recalled items for
+    # the room: those that rank for the question stay, the others give way (the newest units,
+    # up to half the hot target, open tool chains, pinned messages and system events stay).
+    query_focus: bool = True
     # Archival items auto-recall looks at for each prompt.
     recall_top_k: int = 60
     # Auto-recall ignores dense matches less similar than this (cosine) to the user message.

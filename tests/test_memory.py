@@ -220,3 +220,44 @@ def test_later_system_messages_are_events_that_age_and_the_system_prompt_stays(m
     reopened = make_memory(budget=1024)
     assert reopened.context()[0]["content"] == "You are a travel assistant."
     assert len([m for m in reopened.context() if str(m.get("content", "")).startswith("[session ")]) == len(notes)
+
+
+def _focus_session(make_memory, **settings):
+    earlier = make_memory(session="s0", budget=4096)
+    earlier.add([user("We talked about the weather in Porto last week."), assistant("Yes, it rained.")])
+    # the newest units up to half the hot target (here 410 tokens) always stay; the older compete
+    mem = make_memory(session="s1", settings=MemosSettings(budget_tokens=4096, hot_target=0.2, **settings))
+    for i in range(8):
+        if i == 4:
+            mem.add([user("The code of my gym locker is LCK-55821."), assistant("Noted: locker LCK-55821.")])
+        mem.add(user(f"Give me a pasta recipe number {i} with tomatoes and basil."))
+        mem.add(tool_chain(f"r{i}", result=json.dumps({"recipe": i, "steps": "boil, stir, serve " * 8})))
+        mem.add(assistant(f"Recipe {i}: spaghetti with tomato sauce and fresh basil."))
+    mem.add([user("Thanks, that is enough recipes."), assistant("Enjoy your meal!")])
+    return mem
+
+
+def _shown(ctx, texts):
+    contents = [m.get("content") for m in ctx]
+    return [t for t in texts if t in contents]
+
+
+def test_a_question_gives_the_room_of_unrelated_hot_turns_to_what_answers_it(make_memory):
+    mem = _focus_session(make_memory)
+    hot = [m.text for m in mem.hot() if m.text]
+    assert "The code of my gym locker is LCK-55821." in hot and len(hot) > 12
+    asked = mem.context(query="What is the code of my gym locker?")
+    shown = _shown(asked, hot)
+    assert "The code of my gym locker is LCK-55821." in shown  # the turn that answers stays
+    newest = hot[-8:]  # the last two recipes and the closing exchange
+    assert shown[-len(newest):] == newest  # so does the conversation just before the question
+    assert len(shown) < len(hot) - 4  # older unrelated turns gave way
+    assert find_orphans(asked) == [] and tokens(mem, asked) <= 4096
+    assert [m.text for m in mem.hot() if m.text] == hot  # left out of this prompt only
+    assert _shown(mem.context(), hot) == hot  # without a question, the hot tier is all there
+
+
+def test_query_focus_off_keeps_every_hot_turn(make_memory):
+    mem = _focus_session(make_memory, query_focus=False)
+    hot = [m.text for m in mem.hot() if m.text]
+    assert _shown(mem.context(query="What is the code of my gym locker?"), hot) == hot
