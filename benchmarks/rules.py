@@ -30,7 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from memos.cli_bench import write_results
-from memos.text.rules import MODEL_FILE, RuleClassifier, features
+from memos.text import rules_minilm
+from memos.text.rules import MODEL_FILE, RuleDetector, default_classifier, default_detector, features
+from memos.text.rules_minilm import MiniLMRuleClassifier
+from memos.text.sentences import split_sentences
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "data" / "rules" / "corpus.tsv"
@@ -89,13 +92,14 @@ def _rates(gold: Sequence[bool], pred: Sequence[bool]) -> dict[str, float | int]
             "f1": round(f1, 3), "false_positives": fp, "false_negatives": fn}
 
 
-def evaluate(detector: RuleClassifier | None = None, *, data: Path = SHARED_DATA) -> dict[str, Any]:
-    """Precision and recall per language on the train and test splits and the benchmark-drawn set."""
-    det = detector or RuleClassifier()
+def evaluate(detector: RuleDetector | None = None, *, data: Path = SHARED_DATA) -> dict[str, Any]:
+    """Precision and recall per language on the train and test splits and the benchmark-drawn
+    set, of ``detector`` (default: the one memos uses here, see :func:`default_detector`)."""
+    det = detector or default_detector()
     corpus = load_corpus()
 
     def judge(text: str) -> bool:
-        return bool(det.rules(text))
+        return any(j.is_rule for j in det.judge(split_sentences(text)))
 
     results: dict[str, Any] = {}
     errors: list[dict[str, str]] = []
@@ -113,8 +117,14 @@ def evaluate(detector: RuleClassifier | None = None, *, data: Path = SHARED_DATA
         rows = [r for r in bench if r["source"] == src]
         if rows:
             results[f"benchmark/{src}"] = _rates([r["label"] != "none" for r in rows], [judge(r["text"]) for r in rows])
-    return {"results": results, "threshold": det.threshold, "test_errors": errors,
+    return {"detector": detector_name(det), "results": results, "threshold": round(float(getattr(det, "threshold", 0.0)), 3),
+            "test_errors": errors,
             "benchmark_data": "present" if bench else f"absent ({data} not found)"}
+
+
+def detector_name(det: RuleDetector) -> str:
+    """``minilm`` (n-grams with fine-tuned all-MiniLM-L6-v2 for English) or ``ngrams``."""
+    return "minilm" if isinstance(det, MiniLMRuleClassifier) else "ngrams"
 
 
 def train(out: Path = MODEL_FILE, *, progress: Callable[[str], None] = print) -> dict[str, Any]:
@@ -179,13 +189,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         train()
         return 0
     start = time.perf_counter()
-    report = evaluate(data=Path(args.data))
+    report = evaluate(default_classifier(), data=Path(args.data))
     doc = {"benchmark": "rules", "recorded_at": _commit(), "machine": platform.machine(),
            "params": {"corpus": str(CORPUS.relative_to(ROOT)), "refs": str(REFS.relative_to(ROOT)),
                       "threshold": report["threshold"], "seconds": round(time.perf_counter() - start, 1)},
            **{k: v for k, v in report.items() if k != "threshold"}}
+    minilm = rules_minilm.load()
+    if minilm is not None:  # the opt-in detector (MEMOS_RULE_MODEL=minilm), where the embedding model loads
+        other = evaluate(minilm, data=Path(args.data))
+        doc["minilm"] = {"threshold": other["threshold"], "results": other["results"], "test_errors": other["test_errors"]}
+        for name, r in other["results"].items():
+            print(f"minilm {name:<20} n={r['n']:<4} precision {r['precision']:.3f}  recall {r['recall']:.3f}")
     for name, r in report["results"].items():
-        print(f"{name:<20} n={r['n']:<4} precision {r['precision']:.3f}  recall {r['recall']:.3f}")
+        print(f"{report['detector']} {name:<20} n={r['n']:<4} precision {r['precision']:.3f}  recall {r['recall']:.3f}")
     write_results(doc, "rules", args.out)
     return 0
 

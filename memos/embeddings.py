@@ -88,7 +88,7 @@ class OnnxEmbedder:
     ``dim`` its vector size, ``languages`` the languages it was trained on (``None``: any)."""
 
     def __init__(self, model_dir: str | Path | None = None, *, batch_size: int = 64, threads: int | None = None,
-                 languages: str | None = None) -> None:
+                 languages: str | None = None, initializers: dict[str, np.ndarray] | None = None) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -108,6 +108,12 @@ class OnnxEmbedder:
         opts.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
         opts.inter_op_num_threads = 1
         opts.log_severity_level = 3
+        # weights that replace the model's own by name (a fine-tuned part of it); ONNX Runtime
+        # reads them from these arrays for the session's lifetime, so they are kept
+        self._overrides = [(k, ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(v, dtype=np.float32)))
+                           for k, v in (initializers or {}).items()]
+        for name, value in self._overrides:
+            opts.add_initializer(name, value)
         self._session = ort.InferenceSession(str(self.model_dir / "model.onnx"), opts, providers=["CPUExecutionProvider"])
         self._inputs = {i.name for i in self._session.get_inputs()}
         if not self.dim:
@@ -133,6 +139,13 @@ class OnnxEmbedder:
         return out
 
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        pooled = self.pooled(texts)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+
+    def pooled(self, texts: list[str]) -> np.ndarray:
+        """The attention-masked mean of the last hidden states of ``texts`` (one batch, not
+        normalised)."""
         enc = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in enc], dtype=np.int64)
         mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
@@ -141,9 +154,7 @@ class OnnxEmbedder:
             feeds["token_type_ids"] = np.zeros_like(ids)
         hidden = self._session.run(None, feeds)[0]  # InferenceSession.run is thread-safe
         m = mask[..., None].astype(np.float32)
-        pooled = (hidden * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+        return np.asarray((hidden * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None), dtype=np.float32)
 
 
 MiniLMEmbedder = OnnxEmbedder  # the name it had when all-MiniLM-L6-v2 was the only model

@@ -132,9 +132,10 @@ class RuleExtractor:
         whole = " ".join(text.split()) if len(sentences) <= 3 and len(text) <= _WHOLE_PREFERENCE_CHARS else None
         judged = (self.detector or default_detector()).judge(sentences) if m.role == "user" and sentences else []
         for i, sentence in enumerate(sentences):
-            if _REVOKE.search(sentence):
+            revokes = bool(_REVOKE.search(sentence))
+            if revokes:  # a sentence lifting a rule is not a rule to pin
                 invs.append(Invalidation(sentence, src, m.seq))
-            rule = judged[i] if i < len(judged) and judged[i].is_rule else None
+            rule = judged[i] if i < len(judged) and judged[i].is_rule and not revokes else None
             if rule is not None:
                 pinned = rule.kind == "constraint" or self.pin_preferences
                 cands.append(FactCandidate(rule.kind, fact_key(rule.kind, sentence), whole or sentence, src, m.seq,

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from benchmarks.rules import evaluate, load_benchmark_sentences, load_corpus
-from memos.text.rules import RuleClassifier, default_detector, features
-from tests.conftest import needs_data
+from memos.text.rules import RuleClassifier, default_classifier, default_detector, features
+from memos.text.rules_minilm import MiniLMRuleClassifier
+from tests.conftest import EMBEDDING_DIR, needs_data, needs_model
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "rules.json"
 
@@ -29,17 +30,47 @@ def test_the_corpus_has_a_fixed_split_with_both_languages_and_every_kind():
 
 def test_recorded_results_are_those_of_the_shipped_weights():
     recorded = json.loads(RESULTS.read_text())
-    now = evaluate(data=Path("/nonexistent"))["results"]
+    now = evaluate(default_classifier(), data=Path("/nonexistent"))["results"]
     for name in ("train/en", "train/zh", "test/en", "test/zh"):
         assert recorded["results"][name] == now[name], name
 
 
+@needs_model
+def test_recorded_minilm_results_are_those_of_the_shipped_weights():
+    recorded = json.loads(RESULTS.read_text())["minilm"]["results"]
+    now = evaluate(MiniLMRuleClassifier(), data=Path("/nonexistent"))["results"]
+    for name in ("train/en", "train/zh", "test/en", "test/zh"):
+        assert recorded[name] == now[name], name
+
+
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_held_back_test_split_recall_and_precision_do_not_regress(lang):
-    r = evaluate(data=Path("/nonexistent"))["results"][f"test/{lang}"]
-    # recorded: en 0.967 / 0.709, zh 0.940 / 0.832 (targets 0.95 / 0.90: precision falls short)
+    r = evaluate(default_classifier(), data=Path("/nonexistent"))["results"][f"test/{lang}"]
+    # the n-gram model alone, recorded: en 0.959 / 0.690, zh 0.940 / 0.826
     assert r["recall"] >= 0.92
     assert r["precision"] >= 0.68
+
+
+@needs_model
+def test_minilm_judges_english_better_than_the_ngrams_alone_on_the_test_split():
+    minilm = MiniLMRuleClassifier()
+    both = evaluate(minilm, data=Path("/nonexistent"))["results"]
+    alone = evaluate(default_classifier(), data=Path("/nonexistent"))["results"]
+    # recorded: en 0.967 / 0.796 against 0.959 / 0.690; Chinese is the n-gram model's in both
+    assert both["test/en"]["recall"] >= 0.95 and both["test/en"]["precision"] >= alone["test/en"]["precision"] + 0.05
+    assert both["test/zh"] == alone["test/zh"]
+    chinese = minilm.judge(["机票一律订经济舱。"])[0]
+    assert chinese.is_rule and chinese.score == round(default_classifier().score("机票一律订经济舱。"), 4)
+
+
+@needs_model
+def test_minilm_refuses_another_model(tmp_path):
+    other = tmp_path / "other-model"
+    other.mkdir()
+    for f in EMBEDDING_DIR.iterdir():
+        (other / f.name).symlink_to(f)
+    with pytest.raises(ValueError, match="all-MiniLM-L6-v2"):
+        MiniLMRuleClassifier(other)
 
 
 def test_judgements_carry_kind_score_and_who_judged():
@@ -53,7 +84,7 @@ def test_judgements_carry_kind_score_and_who_judged():
 
 def test_threshold_moves_the_decision_and_is_checked():
     s = "Window seats only, please."
-    p = default_detector().score(s)
+    p = default_classifier().score(s)
     assert RuleClassifier(threshold=min(0.99, p + 0.01)).judge([s])[0].kind == "none"
     assert RuleClassifier(threshold=max(0.01, p - 0.01)).judge([s])[0].is_rule
     with pytest.raises(ValueError):
@@ -73,3 +104,28 @@ def test_benchmark_drawn_sentences_are_read_by_reference():
     assert all(r["text"].strip() for r in rows)
     r = evaluate()["results"]
     assert r["benchmark/prefeval"]["recall"] >= 0.95
+
+
+def test_the_rule_model_setting_is_checked(monkeypatch):
+    import memos.text.rules as rules
+
+    monkeypatch.setattr(rules, "_DEFAULT", None)
+    monkeypatch.setenv("MEMOS_RULE_MODEL", "bert")
+    with pytest.raises(ValueError, match="MEMOS_RULE_MODEL must be 'minilm' or 'ngrams'"):
+        rules.default_detector()
+    monkeypatch.setenv("MEMOS_RULE_MODEL", "ngrams")
+    assert rules.default_detector() is default_classifier()
+
+
+@needs_model
+def test_minilm_is_used_when_asked_and_pins_what_it_judges(monkeypatch, make_memory):
+    import memos.text.rules as rules
+
+    monkeypatch.setattr(rules, "_DEFAULT", None)
+    monkeypatch.setenv("MEMOS_RULE_MODEL", "minilm")
+    assert isinstance(rules.default_detector(), MiniLMRuleClassifier)
+    mem = make_memory(budget=2048)
+    mem.add({"role": "user", "content": "Skip red-eye flights entirely."})
+    mem.add({"role": "user", "content": "Please cancel my 2pm meeting."})  # the n-gram model alone scores it 0.46
+    pinned = [f.value for f in mem.facts() if f.pinned]
+    assert pinned == ["Skip red-eye flights entirely."]

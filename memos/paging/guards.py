@@ -241,7 +241,7 @@ class PinGuard(Guard):
 def extract_constraints(text: str) -> list[str]:
     """The sentences of ``text`` that state rules the user sets (constraints or preferences),
     in order, as the shipped classifier (:mod:`memos.text.rules`) judges them."""
-    return [j.sentence for j in default_detector().rules(text)]
+    return [j.sentence for j in default_detector().judge(split_sentences(text)) if j.is_rule]
 
 
 def is_constraint(sentence: str) -> bool:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
 import re
 import threading
 import unicodedata
@@ -35,7 +36,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from .sentences import split_sentences
 
-__all__ = ["RULE_KINDS", "RuleClassifier", "RuleDetector", "RuleJudgement", "default_detector", "features"]
+__all__ = ["RULE_KINDS", "RuleClassifier", "RuleDetector", "RuleJudgement", "default_classifier", "default_detector",
+           "features"]
 
 RULE_KINDS = ("constraint", "preference")
 MODEL_FILE = Path(__file__).with_name("rules_model.json")
@@ -219,6 +221,10 @@ class RuleClassifier:
         """Probability that ``sentence`` states a rule."""
         return self._probabilities(sentence)[0]
 
+    def kind(self, sentence: str) -> str:
+        """``constraint`` or ``preference``: which kind of rule ``sentence`` would be."""
+        return self._probabilities(sentence)[1]
+
     def judge(self, sentences: Sequence[str]) -> list[RuleJudgement]:
         """One judgement per sentence of one message."""
         out = []
@@ -233,15 +239,35 @@ class RuleClassifier:
         return [j for j in self.judge(split_sentences(text)) if j.is_rule]
 
 
-_DEFAULT: RuleClassifier | None = None
-_LOCK = threading.Lock()
+_NGRAMS: RuleClassifier | None = None
+_DEFAULT: RuleDetector | None = None
+_LOCK = threading.RLock()  # default_detector() loads default_classifier() under it
 
 
-def default_detector() -> RuleClassifier:
-    """The shipped classifier, loaded once per process."""
+def default_classifier() -> RuleClassifier:
+    """The shipped n-gram classifier, loaded once per process."""
+    global _NGRAMS
+    if _NGRAMS is None:
+        with _LOCK:
+            if _NGRAMS is None:
+                _NGRAMS = RuleClassifier()
+    return _NGRAMS
+
+
+def default_detector() -> RuleDetector:
+    """The detector memos uses, loaded once per process: the n-gram classifier, or with
+    ``MEMOS_RULE_MODEL=minilm`` the n-gram classifier with fine-tuned all-MiniLM-L6-v2 for
+    English sentences (:class:`~memos.text.rules_minilm.MiniLMRuleClassifier`), where the
+    embedding model loads (else the n-gram classifier, logged)."""
     global _DEFAULT
     if _DEFAULT is None:
         with _LOCK:
             if _DEFAULT is None:
-                _DEFAULT = RuleClassifier()
+                from . import rules_minilm
+
+                wanted = os.environ.get("MEMOS_RULE_MODEL", "ngrams").strip().lower()
+                if wanted not in ("minilm", "ngrams"):
+                    raise ValueError(f"MEMOS_RULE_MODEL must be 'minilm' or 'ngrams', got {wanted!r}")
+                minilm = rules_minilm.load() if wanted == "minilm" else None
+                _DEFAULT = minilm or default_classifier()
     return _DEFAULT

@@ -1,0 +1,136 @@
+"""Fine-tune all-MiniLM-L6-v2's biases and layer norms for the rule classifier (English).
+
+    pip install torch transformers onnx scikit-learn   # training only; memos needs none of them
+    python -m benchmarks.rules_minilm --model-dir ../shared/models/all-MiniLM-L6-v2/onnx
+
+Reads the ONNX model's weights into a PyTorch ``BertModel``, and trains, on the English *train*
+split of ``tests/data/rules/corpus.tsv`` less a held-back fifth, only the parameters the ONNX
+file names (every bias and layer norm: 30,720 numbers; "BitFit", Ben Zaken et al. 2022) and a
+linear head on the mean-pooled output, 6 epochs. The n-gram classifier's weights are fitted on
+the same four fifths. The threshold on the mean of the two models' log-odds is the highest
+that keeps recall at 0.97 on the held-back fifth, which neither model saw. Writes
+``memos/text/rules_minilm.npz``; ``python -m benchmarks.rules evaluate`` then measures it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memos.text.rules import features
+from memos.text.rules_minilm import MINILM_FILE
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "tests" / "data" / "rules" / "corpus.tsv"
+MIX = 0.5  # the two models' log-odds count equally
+EPOCHS, BATCH, LR, SEED = 6, 16, 2e-3, 0
+
+
+def _bert(model_dir: Path) -> tuple[Any, set[str]]:
+    import onnx
+    import torch
+    from onnx import numpy_helper
+    from transformers import BertConfig, BertModel
+
+    graph = onnx.load(str(model_dir / "model.onnx"))
+    inits = {i.name: numpy_helper.to_array(i) for i in graph.graph.initializer}
+    state = {k[2:]: torch.tensor(v) for k, v in inits.items() if k.startswith("m.")}
+    for node in graph.graph.node:  # the unnamed matrices, by the name of the MatMul that uses them
+        if node.op_type == "MatMul" and node.input[1] in inits and not node.input[1].startswith("m."):
+            state[".".join(node.name.strip("/").split("/")[1:-1]) + ".weight"] = torch.tensor(inits[node.input[1]].T.copy())
+    bert = BertModel(BertConfig.from_json_file(str(model_dir / "config.json")), add_pooling_layer=False)
+    bert.load_state_dict(state, strict=True)
+    # the file names every bias and layer norm (and the embedding tables, which stay as they are)
+    named = {k[2:] for k in inits if k.startswith("m.") and not k.endswith("_embeddings.weight")}
+    return bert, named
+
+
+def train(model_dir: Path, out: Path = MINILM_FILE) -> dict[str, Any]:
+    """Fit and write the weights (see the module docs); returns the held-back fifth's numbers."""
+    import torch
+    from sklearn.feature_extraction import DictVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from tokenizers import Tokenizer
+
+    torch.manual_seed(SEED)
+    torch.set_num_threads(2)
+    with CORPUS.open(encoding="utf-8") as fh:
+        rows = [r for r in csv.DictReader(fh, delimiter="\t") if r["lang"] == "en" and r["split"] == "train"]
+    order = np.random.default_rng(SEED).permutation(len(rows))
+    held = [rows[i] for i in order[: len(rows) // 5]]
+    fit = [rows[i] for i in order[len(rows) // 5 :]]
+    bert, named = _bert(model_dir)
+    for name, p in bert.named_parameters():
+        p.requires_grad = name in named
+    tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+    tok.enable_truncation(max_length=256)
+    tok.enable_padding(pad_id=0, pad_token="[PAD]")
+    head = torch.nn.Linear(bert.config.hidden_size, 1)
+
+    def pooled(texts: Sequence[str]) -> Any:
+        enc = tok.encode_batch(list(texts))
+        ids = torch.tensor([e.ids for e in enc])
+        mask = torch.tensor([e.attention_mask for e in enc])
+        hidden = bert(input_ids=ids, attention_mask=mask, token_type_ids=torch.zeros_like(ids)).last_hidden_state
+        m = mask.unsqueeze(-1).float()
+        return (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
+
+    y = torch.tensor([r["label"] != "none" for r in fit], dtype=torch.float32)
+    weight = (1 - y.mean()) / y.mean()
+    opt = torch.optim.AdamW([p for p in bert.parameters() if p.requires_grad] + list(head.parameters()), lr=LR,
+                            weight_decay=0.0)
+    shuffle = np.random.default_rng(SEED)
+    for epoch in range(EPOCHS):
+        bert.train()
+        total = 0.0
+        perm = shuffle.permutation(len(fit))
+        for start in range(0, len(fit), BATCH):
+            idx = perm[start : start + BATCH]
+            logits = head(pooled([fit[i]["text"] for i in idx])).squeeze(-1)
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, y[idx], pos_weight=weight)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            total += float(loss.detach())
+        print(f"epoch {epoch + 1}/{EPOCHS}: loss {total:.2f}")
+    bert.eval()
+    with torch.no_grad():
+        neural = head(pooled([r["text"] for r in held])).squeeze(-1).numpy()
+    vec = DictVectorizer()
+    ngram = LogisticRegression(C=8.0, max_iter=5000, class_weight="balanced")
+    ngram.fit(vec.fit_transform([features(r["text"]) for r in fit]), [r["label"] != "none" for r in fit])
+    p = np.clip(ngram.predict_proba(vec.transform([features(r["text"]) for r in held]))[:, 1], 1e-6, 1 - 1e-6)
+    mixed = MIX * neural + (1 - MIX) * np.log(p / (1 - p))
+    gold = np.array([r["label"] != "none" for r in held])
+    candidates = [t for t in np.arange(0.02, 0.98, 0.01)
+                  if (mixed[gold] >= math.log(t / (1 - t))).mean() >= 0.97]
+    threshold = float(round(max(candidates), 2))
+    chosen = mixed >= math.log(threshold / (1 - threshold))
+    held_back = {"n": len(held), "recall": round(float(chosen[gold].mean()), 3),
+                 "precision": round(float(gold[chosen].mean()), 3)}
+    arrays = {"m." + n: p.detach().numpy().astype(np.float32) for n, p in bert.named_parameters() if n in named}
+    np.savez_compressed(out, mix=np.float32(MIX), threshold=np.float32(threshold),
+                        head_w=head.weight.detach().numpy()[0].astype(np.float32),
+                        head_b=np.float32(head.bias.detach().numpy()[0]), **arrays)
+    print(f"wrote {out}: {sum(a.size for a in arrays.values())} model numbers, threshold {threshold}, "
+          f"held-back fifth {held_back}")
+    return held_back
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.rules_minilm", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model-dir", required=True, help="the all-MiniLM-L6-v2 ONNX folder")
+    parser.add_argument("--out", default=str(MINILM_FILE))
+    args = parser.parse_args(argv)
+    train(Path(args.model_dir), Path(args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

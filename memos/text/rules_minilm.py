@@ -1,0 +1,111 @@
+"""The rule classifier with all-MiniLM-L6-v2 behind it, for English sentences.
+
+The character n-gram model (:class:`~memos.text.rules.RuleClassifier`) sees words, not what a
+sentence does: "Please cancel my 2pm meeting" and "Never book morning meetings" share its cue
+words. all-MiniLM-L6-v2, the embedding model memos already runs, was fine-tuned for the
+question "is this a rule the user sets?" by training only its biases and layer norms (30,720
+numbers, "BitFit") and a linear head on its mean-pooled output; those numbers ship with the
+package (``rules_minilm.npz``), and ONNX Runtime puts them in place of the model's own when it
+loads the model (the model file is the user's, unchanged). The sentence's score is the mean of
+the two models' log-odds; the threshold was chosen on a part of the corpus's train split that
+neither model was fitted on (``benchmarks/rules_minilm.py``). Chinese, Japanese and Korean
+sentences are judged by the n-gram model alone (the model's vocabulary is English), as is
+every sentence when the model cannot be loaded.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .rules import RuleClassifier, RuleJudgement, default_classifier
+from .sentences import split_sentences
+
+__all__ = ["MINILM_FILE", "MiniLMRuleClassifier"]
+
+log = logging.getLogger("memos.rules")
+
+MINILM_FILE = Path(__file__).with_name("rules_minilm.npz")
+
+
+class MiniLMRuleClassifier:
+    """Judges English sentences with fine-tuned all-MiniLM-L6-v2 and the n-gram model
+    together, other sentences with the n-gram model (see the module docs). Raises
+    ``FileNotFoundError`` when the embedding model is not there, ``ValueError`` when it
+    is not all-MiniLM-L6-v2."""
+
+    name = "classifier"
+
+    def __init__(self, model_dir: str | Path | None = None, *, ngrams: RuleClassifier | None = None,
+                 weights: Path = MINILM_FILE, threshold: float | None = None,
+                 long_message_threshold: float = 0.85) -> None:
+        from ..embeddings import OnnxEmbedder
+
+        data = np.load(weights)
+        self.ngrams = ngrams or default_classifier()
+        self.mix = float(data["mix"])
+        self.threshold = float(data["threshold"] if threshold is None else threshold)
+        if not 0.0 < self.threshold < 1.0:
+            raise ValueError(f"threshold must be in (0, 1), got {self.threshold}")
+        # a sentence of a long message (a story, a review): the n-gram model's bar
+        self.long_message_threshold = max(self.threshold, float(long_message_threshold))
+        if not self.long_message_threshold < 1.0:
+            raise ValueError(f"long_message_threshold must be below 1, got {long_message_threshold}")
+        self._head_w = data["head_w"].astype(np.float32)
+        self._head_b = float(data["head_b"])
+        overrides = {k: data[k] for k in data.files if k.startswith("m.")}
+        self._model = OnnxEmbedder(model_dir, threads=1, initializers=overrides)
+        if self._model.dim != self._head_w.shape[0] or self._model.name != "all-MiniLM-L6-v2":
+            raise ValueError(f"the rule model was fine-tuned from all-MiniLM-L6-v2, not {self._model.name}")
+        self._cache: dict[str, float] = {}
+
+    def _logits(self, sentences: list[str]) -> list[float]:
+        pooled = self._model.pooled(sentences)
+        return [float(z) for z in pooled @ self._head_w + self._head_b]
+
+    def scores(self, sentences: Sequence[str]) -> list[float]:
+        """Probability that each sentence states a rule (computed once per text)."""
+        todo = [s for s in dict.fromkeys(sentences) if s not in self._cache]
+        english = [s for s in todo if s.strip() and self._model.covers(s)]
+        neural = dict(zip(english, self._logits(english), strict=True)) if english else {}
+        if len(self._cache) > 16384:
+            self._cache.clear()
+        for s in todo:
+            p = min(1 - 1e-6, max(1e-6, self.ngrams.score(s)))
+            if s in neural:
+                z = self.mix * neural[s] + (1 - self.mix) * math.log(p / (1 - p))
+                p = 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
+            self._cache[s] = p
+        return [self._cache[s] for s in sentences]
+
+    def score(self, sentence: str) -> float:
+        """Probability that ``sentence`` states a rule."""
+        return self.scores([sentence])[0]
+
+    def judge(self, sentences: Sequence[str]) -> list[RuleJudgement]:
+        """One judgement per sentence of one message (in one of more than two sentences, a
+        sentence must reach ``long_message_threshold``, as with the n-gram model); the n-gram
+        model's judgement for a sentence the MiniLM model does not cover."""
+        bar = self.long_message_threshold if len(sentences) > 2 else self.threshold
+        scores = self.scores(sentences)
+        alone = self.ngrams.judge(sentences)
+        return [RuleJudgement(s, self.ngrams.kind(s) if p >= bar else "none", round(p, 4), self.name)
+                if self._model.covers(s) else a for s, p, a in zip(sentences, scores, alone, strict=True)]
+
+    def rules(self, text: str) -> list[RuleJudgement]:
+        """The sentences of ``text`` that state rules, in order."""
+        return [j for j in self.judge(split_sentences(text)) if j.is_rule]
+
+
+def load(model_dir: str | Path | None = None) -> Any:
+    """The MiniLM rule classifier, or ``None`` (logged) when the model cannot be loaded."""
+    try:
+        return MiniLMRuleClassifier(model_dir)
+    except Exception as exc:  # no model here, another model, no weights file: the n-gram model judges alone
+        log.info("rules are judged by the n-gram model alone (%s)", exc)
+        return None
