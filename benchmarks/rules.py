@@ -32,7 +32,6 @@ from typing import Any
 from memos.cli_bench import write_results
 from memos.text import rules_minilm
 from memos.text.rules import MODEL_FILE, RuleDetector, default_classifier, default_detector, features
-from memos.text.rules_minilm import MiniLMRuleClassifier
 from memos.text.sentences import split_sentences
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,7 +123,7 @@ def evaluate(detector: RuleDetector | None = None, *, data: Path = SHARED_DATA) 
 
 def detector_name(det: RuleDetector) -> str:
     """``minilm`` (n-grams with fine-tuned all-MiniLM-L6-v2 for English) or ``ngrams``."""
-    return "minilm" if isinstance(det, MiniLMRuleClassifier) else "ngrams"
+    return "minilm" if isinstance(det, rules_minilm.MiniLMRuleClassifier) else "ngrams"
 
 
 def train(out: Path = MODEL_FILE, *, progress: Callable[[str], None] = print) -> dict[str, Any]:

@@ -346,6 +346,8 @@ class ContextAssembler:
         and, in rank order, an older unit stays when it is reached before the room is full.
         The rest are left out of this prompt only: they stay hot, in the log and in the
         archive."""
+        if not self.recall.possible or not query.strip():
+            return units
         recent, floor = max(1, self.settings.keep_recent_units), self.settings.hot_target_tokens // 2
         for i in range(len(units) - 1, -1, -1):
             floor -= self.unit_tokens(units[i])
@@ -355,7 +357,7 @@ class ContextAssembler:
         fixed = {i for i, u in enumerate(units)
                  if i >= len(units) - recent or u.in_flight
                  or any(m.pinned or m.role == "system" for m in u.messages)}
-        if len(fixed) == len(units) or not self.recall.possible or not query.strip():
+        if len(fixed) == len(units):
             return units
         by_message = {m.id: i for i, u in enumerate(units) if i not in fixed for m in u.messages}
         sizes = {i: self.unit_tokens(units[i]) for i in set(by_message.values())}

@@ -263,11 +263,13 @@ def default_detector() -> RuleDetector:
     if _DEFAULT is None:
         with _LOCK:
             if _DEFAULT is None:
-                from . import rules_minilm
-
                 wanted = os.environ.get("MEMOS_RULE_MODEL", "ngrams").strip().lower()
                 if wanted not in ("minilm", "ngrams"):
                     raise ValueError(f"MEMOS_RULE_MODEL must be 'minilm' or 'ngrams', got {wanted!r}")
-                minilm = rules_minilm.load() if wanted == "minilm" else None
-                _DEFAULT = minilm or default_classifier()
+                if wanted == "minilm":
+                    from . import rules_minilm
+
+                    _DEFAULT = rules_minilm.load() or default_classifier()
+                else:
+                    _DEFAULT = default_classifier()
     return _DEFAULT

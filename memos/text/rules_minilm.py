@@ -19,12 +19,10 @@ import logging
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from .rules import RuleClassifier, RuleJudgement, default_classifier
-from .sentences import split_sentences
 
 __all__ = ["MINILM_FILE", "MiniLMRuleClassifier"]
 
@@ -92,17 +90,13 @@ class MiniLMRuleClassifier:
         sentence must reach ``long_message_threshold``, as with the n-gram model); the n-gram
         model's judgement for a sentence the MiniLM model does not cover."""
         bar = self.long_message_threshold if len(sentences) > 2 else self.threshold
-        scores = self.scores(sentences)
-        alone = self.ngrams.judge(sentences)
+        covered = [self._model.covers(s) for s in sentences]
+        alone = self.ngrams.judge(sentences) if not all(covered) else []
         return [RuleJudgement(s, self.ngrams.kind(s) if p >= bar else "none", round(p, 4), self.name)
-                if self._model.covers(s) else a for s, p, a in zip(sentences, scores, alone, strict=True)]
-
-    def rules(self, text: str) -> list[RuleJudgement]:
-        """The sentences of ``text`` that state rules, in order."""
-        return [j for j in self.judge(split_sentences(text)) if j.is_rule]
+                if c else alone[i] for i, (s, p, c) in enumerate(zip(sentences, self.scores(sentences), covered, strict=True))]
 
 
-def load(model_dir: str | Path | None = None) -> Any:
+def load(model_dir: str | Path | None = None) -> MiniLMRuleClassifier | None:
     """The MiniLM rule classifier, or ``None`` (logged) when the model cannot be loaded."""
     try:
         return MiniLMRuleClassifier(model_dir)
