@@ -27,13 +27,14 @@ import os
 import re
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["ChromaEmbedder", "DEFAULT_MODEL", "Embedder", "MiniLMEmbedder", "OnnxEmbedder", "covers", "load_embedder",
-           "resolve_model_dir"]
+__all__ = ["ChromaEmbedder", "DEFAULT_MODEL", "Embedder", "MiniLMEmbedder", "OnnxEmbedder", "TokenStates", "covers",
+           "load_embedder", "resolve_model_dir", "token_states"]
 
 log = logging.getLogger("memos.embeddings")
 
@@ -138,14 +139,34 @@ class OnnxEmbedder:
             out[idx] = self._embed_batch([texts[i] or " " for i in idx])
         return out
 
+    def with_tokens(self, texts: Sequence[str]) -> tuple[np.ndarray, list[TokenStates]]:
+        """Embeddings of ``texts`` (as :meth:`__call__`) and, from the same forward pass, each
+        text's token states (what :mod:`memos.tiers.late` matches)."""
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        states: list[TokenStates | None] = [None] * len(texts)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            hidden, mask, enc = self._forward([texts[i] or " " for i in idx])
+            out[idx] = _normalise(_mean_pool(hidden, mask))
+            for row, i in enumerate(idx):
+                keep = np.array([m == 1 and not sp for m, sp in zip(enc[row].attention_mask, enc[row].special_tokens_mask,
+                                                                    strict=True)], dtype=bool)
+                states[i] = TokenStates(np.asarray(enc[row].ids, dtype=np.int64)[keep],
+                                        _normalise(hidden[row][keep].astype(np.float32)))
+        return out, [s for s in states if s is not None]
+
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
-        pooled = self.pooled(texts)
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+        return _normalise(self.pooled(texts))
 
     def pooled(self, texts: list[str]) -> np.ndarray:
         """The attention-masked mean of the last hidden states of ``texts`` (one batch, not
         normalised)."""
+        hidden, mask, _ = self._forward(texts)
+        return _mean_pool(hidden, mask)
+
+    def _forward(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, list[Any]]:
+        """The last hidden states of one batch, its attention mask and its encodings."""
         enc = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in enc], dtype=np.int64)
         mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
@@ -153,11 +174,36 @@ class OnnxEmbedder:
         if "token_type_ids" in self._inputs:
             feeds["token_type_ids"] = np.zeros_like(ids)
         hidden = self._session.run(None, feeds)[0]  # InferenceSession.run is thread-safe
-        m = mask[..., None].astype(np.float32)
-        return np.asarray((hidden * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None), dtype=np.float32)
+        return hidden, mask, enc
 
 
 MiniLMEmbedder = OnnxEmbedder  # the name it had when all-MiniLM-L6-v2 was the only model
+
+
+@dataclass(frozen=True)
+class TokenStates:
+    """The model's last hidden state of each token of one text (special tokens left out),
+    L2-normalised, with the tokens' vocabulary ids."""
+
+    ids: np.ndarray  # (n,) int64
+    vectors: np.ndarray  # (n, dim) float32
+
+
+def token_states(embedder: Any, texts: Sequence[str]) -> tuple[np.ndarray, list[TokenStates]] | None:
+    """``embedder.with_tokens(texts)`` when the embedder gives token states (an
+    :class:`OnnxEmbedder` does; an embedding function such as Chroma's does not), else None."""
+    fn = getattr(embedder, "with_tokens", None)
+    return fn(texts) if callable(fn) else None
+
+
+def _mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    m = mask[..., None].astype(np.float32)
+    return np.asarray((hidden * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None), dtype=np.float32)
+
+
+def _normalise(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
+    return (vectors / np.clip(norms, 1e-12, None)).astype(np.float32)
 
 
 def _read_json(path: Path) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from sqlmodel import Session, col, select
 from .patterns import find_identifiers
 from .store import CompactionRow, MessageRow, SessionRow, SummaryRow, namespace_key
 from .text.search import KeywordIndex
-from .tiers.archival import ArchiveItem, archive_keywords
+from .tiers.archival import WITHOUT_TOKENS, ArchiveItem, archive_keywords
 from .tiers.cold import ColdTier, Fact, ForgetRecord, fact_keywords
 
 if TYPE_CHECKING:
@@ -149,10 +149,11 @@ def erase(store: MemoryStore, scope: str, values: Sequence[str]) -> dict[str, in
                 srow.text = redact(srow.text)
                 s.add(srow)
                 counts["summaries"] += 1
-        for item in s.exec(select(ArchiveItem).where(ArchiveItem.namespace == scope)).all():
+        for item in s.exec(select(ArchiveItem).options(*WITHOUT_TOKENS).where(ArchiveItem.namespace == scope)).all():
             if holds(item.text):
                 item.text = redact(item.text)
-                item.indexed = False
+                item.indexed = False  # the vector and the token states are written again from the redacted text
+                item.token_ids = item.token_states = None
                 s.add(item)
                 changed_items.append(item.id)
         counts["archive_items"] = len(changed_items)

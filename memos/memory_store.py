@@ -66,12 +66,18 @@ class MemoryStore(Store):
     path, an ``http://`` Chroma server URL or an :class:`~memos.tiers.archival.ArchiveBackend`;
     default ``MEMOS_CHROMA_URL``, ``MEMOS_CHROMA_PATH`` or a folder beside the SQLite file).
     ``embedder`` replaces the all-MiniLM-L6-v2 model, whose folder is ``embedding_model_dir``
-    or ``MEMOS_EMBEDDING_MODEL_DIR``.
+    or ``MEMOS_EMBEDDING_MODEL_DIR``. ``token_index`` (default ``MEMOS_TOKEN_INDEX``, on)
+    stores each archived item's token states beside its vector and ranks search candidates
+    by them too (:mod:`memos.tiers.late`), where the embedder gives them.
     """
 
     def __init__(self, store: str | Path | Engine | None = None, *, archive: str | Path | ArchiveBackend | None = None,
-                 embedder: Embedder | None = None, embedding_model_dir: str | Path | None = None) -> None:
+                 embedder: Embedder | None = None, embedding_model_dir: str | Path | None = None,
+                 token_index: bool | None = None) -> None:
         super().__init__(store if store is not None else os.environ.get("MEMOS_STORE") or "memos.db")
+        if token_index is None:
+            token_index = os.environ.get("MEMOS_TOKEN_INDEX", "true").strip().lower() not in {"0", "false", "no", "off"}
+        self.token_index = token_index
         self._archive_spec = archive
         self._embedder_spec = embedder
         self._model_dir = embedding_model_dir
@@ -149,7 +155,7 @@ class MemoryStore(Store):
             tier = self._archives.get(key)
             if tier is None:
                 tier = ArchivalTier(self.engine, scope, self.backend, self.embedder,
-                                    indexer=self.indexer if background else None)
+                                    indexer=self.indexer if background else None, token_index=self.token_index)
                 self._archives[key] = tier
                 self._reconcile()
             return tier
@@ -173,7 +179,8 @@ class MemoryStore(Store):
                 return load_embedder(model_dir) if model_dir is not None else self.embedder()
             return embedder if isinstance(embedder, Embedder) else ChromaEmbedder(embedder)
 
-        return ArchivalTier(self.engine, scope, backend, model, indexer=self.indexer if background else None)
+        return ArchivalTier(self.engine, scope, backend, model, indexer=self.indexer if background else None,
+                            token_index=self.token_index)
 
     def _reconcile(self) -> None:
         """Once per store: scopes whose vectors an earlier process left unwritten are queued."""

@@ -35,7 +35,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..config import MemosSettings
-from ..embeddings import Embedder, load_embedder
+from ..embeddings import Embedder, TokenStates, load_embedder
 from ..extract import RuleExtractor
 from ..memory_store import MemoryStore
 from ..messages import Message
@@ -54,7 +54,10 @@ class CachedEmbedder:
         self.name = inner.name
         self.covers = getattr(inner, "covers", lambda text: True)
         self._vectors: dict[str, np.ndarray] = {}
+        self._tokens: dict[str, TokenStates] = {}
         self._lock = threading.Lock()
+        if callable(getattr(inner, "with_tokens", None)):  # token states, where the model gives them
+            self.with_tokens = self._with_tokens
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
         with self._lock:
@@ -65,6 +68,19 @@ class CachedEmbedder:
                 self._vectors.update(zip(missing, vectors, strict=True))
         with self._lock:
             return np.stack([self._vectors[t] for t in texts]) if texts else self.inner([])
+
+    def _with_tokens(self, texts: Sequence[str]) -> tuple[np.ndarray, list[TokenStates]]:
+        with self._lock:
+            missing = list(dict.fromkeys(t for t in texts if t not in self._tokens))
+        if missing:
+            vectors, states = self.inner.with_tokens(missing)  # type: ignore[attr-defined]
+            with self._lock:
+                self._vectors.update(zip(missing, vectors, strict=True))
+                self._tokens.update(zip(missing, states, strict=True))
+        with self._lock:
+            if not texts:
+                return np.zeros((0, 0), dtype=np.float32), []
+            return np.stack([self._vectors[t] for t in texts]), [self._tokens[t] for t in texts]
 
 
 _SHARED: dict[str, CachedEmbedder | None] = {}

@@ -12,7 +12,9 @@ search once its vector is written. :meth:`ArchivalTier.reindex` rebuilds the
 namespace's vectors from the rows.
 
 Search fuses the dense and keyword rankings by reciprocal rank (:func:`rrf`), filtered
-by namespace, time range, kind and role.
+by namespace, time range, kind and role. Where the embedding model gives token states, the
+flush stores them beside the vector and search ranks the candidates a third time by late
+interaction (:mod:`memos.tiers.late`).
 """
 
 from __future__ import annotations
@@ -25,13 +27,16 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Index, text
+import numpy as np
+from sqlalchemy import Column, Index, LargeBinary, text, update
 from sqlalchemy.engine import Engine
+from sqlalchemy.orm import defer
 from sqlmodel import Field, Session, col, func, select
 
-from ..embeddings import Embedder, covers
+from ..embeddings import Embedder, TokenStates, covers, token_states
 from ..store import MemosModel, chunks
 from ..text.search import KeywordIndex
+from . import late
 from .vectors import ArchiveBackend, ChromaBackend, Indexer
 
 __all__ = [
@@ -42,6 +47,7 @@ __all__ = [
     "ArchiveItem",
     "ChromaBackend",
     "Hit",
+    "WITHOUT_TOKENS",
     "rrf",
 ]
 
@@ -73,6 +79,9 @@ class ArchiveItem(MemosModel, table=True):
     created_at: float  # time of the newest source message
     archived_at: float = Field(default_factory=time.time)
     indexed: bool = Field(default=False, index=True)  # vector written to the archive backend
+    # the item's token ids and token states (memos.tiers.late), written with its vector
+    token_ids: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
+    token_states: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
 
 
 @dataclass(frozen=True)
@@ -148,10 +157,13 @@ class ArchivalTier:
         embedder: Embedder | Callable[[], Embedder | None] | None,
         *,
         indexer: Indexer | None = None,
+        token_index: bool = True,
     ) -> None:
         """``backend`` and ``embedder`` may be given as zero-argument factories: they are
         then called on first dense use (opening Chroma and loading a model take time).
-        With an ``indexer``, :meth:`schedule` embeds on its thread; without one, at once."""
+        With an ``indexer``, :meth:`schedule` embeds on its thread; without one, at once.
+        ``token_index`` stores token states and ranks by them (:mod:`memos.tiers.late`)
+        where the embedder gives them."""
         self.engine = engine
         self.namespace = namespace
         self._backend_spec = backend
@@ -166,6 +178,9 @@ class ArchivalTier:
         self._query_vectors: dict[str, Any] = {}
         self._vectors_seen = False
         self.indexer = indexer
+        self.token_index = token_index
+        self._query_tokens: dict[str, TokenStates] = {}
+        self._df: tuple[int, dict[int, int]] | None = None  # (items counted, document frequency per token id)
 
     def _resolve(self) -> None:
         if self._resolved:
@@ -200,13 +215,16 @@ class ArchivalTier:
         log.warning("the archive's vectors were written by %s; they are written again with %s", recorded, name)
         self.backend.delete(self.namespace)  # type: ignore[union-attr]
         tag(self.namespace, name)
+        self._unindex()
+
+    def _unindex(self) -> None:
+        """Mark every item of the namespace for embedding again (its token states dropped)."""
         with Session(self.engine) as s:
-            for r in s.exec(select(ArchiveItem).where(ArchiveItem.namespace == self.namespace,
-                                                      ArchiveItem.indexed == True)).all():  # noqa: E712
-                r.indexed = False
-                s.add(r)
+            s.execute(update(ArchiveItem).where(col(ArchiveItem.namespace) == self.namespace)
+                      .values(indexed=False, token_ids=None, token_states=None))
             s.commit()
         self._vectors_seen = False
+        self._df = None
 
     @property
     def dense(self) -> bool:
@@ -258,7 +276,9 @@ class ArchivalTier:
             if not rows:
                 return 0
             try:
-                vecs = self.embedder([r.text for r in rows])  # type: ignore[misc]
+                texts = [r.text for r in rows]
+                both = token_states(self.embedder, texts) if self.token_index else None
+                vecs, states = both if both is not None else (self.embedder(texts), None)  # type: ignore[misc]
                 self.backend.upsert(  # type: ignore[union-attr]
                     self.namespace, ids=[r.id for r in rows], embeddings=vecs, documents=[r.text for r in rows],
                     metadatas=[_metadata(r) for r in rows],
@@ -268,10 +288,16 @@ class ArchivalTier:
                     log.warning("archival vectors could not be written (%s); they stay queued", exc)
                     self._warned = True
                 return 0
-            for r in rows:
+            for i, r in enumerate(rows):
                 r.indexed = True
+                if states is not None:
+                    r.token_ids, r.token_states = late.pack(states[i])
+                    if self._df is not None:
+                        _count_tokens(self._df[1], r.token_ids)
                 s.add(r)
             s.commit()
+            if states is not None and self._df is not None:
+                self._df = (self._df[0] + len(rows), self._df[1])
             self.version += 1
             self._vectors_seen = True
             return len(rows)
@@ -306,12 +332,7 @@ class ArchivalTier:
         """Drop this namespace's vectors and write them again from the rows; returns the count."""
         if self.dense:
             self.backend.delete(self.namespace)  # type: ignore[union-attr]
-        self._vectors_seen = False
-        with Session(self.engine) as s:
-            for r in s.exec(select(ArchiveItem).where(ArchiveItem.namespace == self.namespace)).all():
-                r.indexed = False
-                s.add(r)
-            s.commit()
+        self._unindex()
         total = 0
         while True:
             n = self.flush(limit=512)
@@ -377,19 +398,68 @@ class ArchivalTier:
         if n <= 0 or not self._dense_runs(query):
             return {}
         try:
-            vec = self._query_vectors.get(query)
-            if vec is None:
-                vec = self.embedder([query])[0]  # type: ignore[misc]
-                if len(self._query_vectors) >= 256:
-                    self._query_vectors.pop(next(iter(self._query_vectors)))
-                self._query_vectors[query] = vec
-            found = self.backend.query(self.namespace, vec, n)  # type: ignore[union-attr]
+            found = self.backend.query(self.namespace, self._query_vector(query), n)  # type: ignore[union-attr]
             return {i: 1.0 - d for i, d in found if min_similarity is None or 1.0 - d >= min_similarity}
         except Exception as exc:
             if not self._warned:
                 log.warning("dense search failed (%s); using keyword search alone", exc)
                 self._warned = True
             return {}
+
+    def _query_vector(self, query: str) -> Any:
+        """The query's vector (and, where stored items have them, its token states), cached."""
+        vec = self._query_vectors.get(query)
+        if vec is None:
+            both = token_states(self.embedder, [query]) if self.token_index else None
+            if both is not None:
+                vec = both[0][0]
+                self._query_tokens[query] = both[1][0]
+            else:
+                vec = self.embedder([query])[0]  # type: ignore[misc]
+            if len(self._query_vectors) >= 256:
+                self._query_tokens.pop(next(iter(self._query_vectors)), None)
+                self._query_vectors.pop(next(iter(self._query_vectors)))
+            self._query_vectors[query] = vec
+        return vec
+
+    def token_ranking(self, query: str, ids: Iterable[str]) -> list[str]:
+        """``ids`` ranked by late interaction with ``query`` (:mod:`memos.tiers.late`), best
+        first; those without token states are left out. Empty when the embedder gives no
+        token states or ``token_index`` is off."""
+        wanted = list(dict.fromkeys(ids))
+        if not self.token_index or not wanted or not self._dense_runs(query):
+            return []
+        self._query_vector(query)
+        q = self._query_tokens.get(query)
+        if q is None or not len(q.ids):
+            return []
+        stored = col(ArchiveItem.token_ids).is_not(None)
+        with Session(self.engine) as s:
+            rows = [r for part in chunks(wanted) for r in s.exec(
+                select(ArchiveItem.id, ArchiveItem.token_ids, ArchiveItem.token_states).where(
+                    col(ArchiveItem.id).in_(part), ArchiveItem.namespace == self.namespace, stored)).all()]
+            if not rows:
+                return []
+            df, documents = self._document_frequency(s)
+        states = [late.unpack(r[1], r[2])[1] for r in rows]
+        scores = late.maxsim(q.vectors, late.idf_weights(q.ids, df, documents), states)
+        order = np.argsort(-scores, kind="stable")
+        return [rows[i][0] for i in order]
+
+    def _document_frequency(self, s: Session) -> tuple[dict[int, int], int]:
+        """How many of the namespace's items hold each token id, and how many items have
+        token states: counted once, then kept up by this object's flushes (what other
+        processes or deletions change meanwhile moves the weights too little to matter)."""
+        with self._lock:
+            if self._df is None:
+                df: dict[int, int] = {}
+                n = 0
+                for blob in s.exec(select(ArchiveItem.token_ids).where(ArchiveItem.namespace == self.namespace,
+                                                                       col(ArchiveItem.token_ids).is_not(None))):
+                    _count_tokens(df, blob)
+                    n += 1
+                self._df = (n, df)
+            return self._df[1], self._df[0]
 
     def _dense_runs(self, query: str) -> bool:
         """Whether dense search can rank ``query``: a model that covers it and vectors to search."""
@@ -436,15 +506,20 @@ class ArchivalTier:
         if mode in ("hybrid", "keyword"):
             rankings.append(self.keyword_ids(query, pool))
             searches.append("keyword")
-        scores = rrf(rankings, normalise=True)
         found_in: dict[str, list[str]] = {}
         for name, ranking in zip(searches, rankings, strict=True):
             for i in ranking:
                 found_in.setdefault(i, []).append(name)
+        if mode == "hybrid" and "dense" in searches:  # the candidates ranked a third time, token by token
+            by_tokens = self.token_ranking(query, found_in)
+            if by_tokens:
+                rankings.append(by_tokens)
+        scores = rrf(rankings, normalise=True)
         if not scores:
             return []
         with Session(self.engine) as s:
-            rows = {r.id: r for r in s.exec(select(ArchiveItem).where(col(ArchiveItem.id).in_(list(scores)))).all()}
+            rows = {r.id: r for part in chunks(list(scores)) for r in s.exec(
+                select(ArchiveItem).options(*WITHOUT_TOKENS).where(col(ArchiveItem.id).in_(part))).all()}
         excluded = set(exclude_message_ids)
         hits: list[Hit] = []
         covered: set[str] = set()
@@ -468,6 +543,15 @@ class ArchivalTier:
             if len(hits) >= want:
                 break
         return hits[offset:want]
+
+
+# loader options that leave an item's token states unread (they are read only to rank by them)
+WITHOUT_TOKENS = (defer(ArchiveItem.token_ids), defer(ArchiveItem.token_states))  # type: ignore[arg-type]
+
+
+def _count_tokens(df: dict[int, int], token_ids: bytes) -> None:
+    for t in np.unique(np.frombuffer(token_ids, dtype="<i4")).tolist():
+        df[t] = df.get(t, 0) + 1
 
 
 def _metadata(r: ArchiveItem) -> dict[str, Any]:

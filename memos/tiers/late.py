@@ -1,0 +1,70 @@
+"""Late interaction: archived items matched to a query token by token.
+
+A sentence vector is the mean of its tokens' states, so a message that answers a question
+in one clause among several others sits far from the question in vector space. Late
+interaction keeps each token's state (ColBERT's MaxSim, Khattab and Zaharia, 2020): an
+item scores the mean, over the query's tokens, of each one's best cosine similarity to any
+of the item's tokens, weighted by the query token's inverse document frequency among the
+namespace's items (a token found everywhere, "the" or "?", says little; no word list).
+
+The states are those the embedding model computes anyway for the item's vector (one
+forward pass gives both; see :meth:`memos.embeddings.OnnxEmbedder.with_tokens`), used as
+the model gives them, with no ColBERT training. Search uses the score as a third ranking
+of the candidates dense and keyword search found, fused with theirs by reciprocal rank.
+
+Stored per token: its vocabulary id (4 bytes) and its state as one int8 per dimension with
+a float16 scale (386 bytes for a 384-dimensional model), which ranks as float32 does.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from ..embeddings import TokenStates
+
+__all__ = ["idf_weights", "maxsim", "pack", "unpack"]
+
+
+def pack(states: TokenStates) -> tuple[bytes, bytes]:
+    """The token ids and the quantised states of one item, as stored."""
+    vectors = np.asarray(states.vectors, dtype=np.float32)
+    scale = np.abs(vectors).max(axis=1) / 127.0 if len(vectors) else np.zeros(0, dtype=np.float32)
+    scale = np.where(scale > 0, scale, 1.0).astype(np.float16)
+    quantised = np.clip(np.round(vectors / scale.astype(np.float32)[:, None]), -127, 127).astype(np.int8)
+    return np.asarray(states.ids, dtype="<i4").tobytes(), scale.astype("<f2").tobytes() + quantised.tobytes()
+
+
+def unpack(ids: bytes, vectors: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """The token ids and the (n, dim) float32 states stored by :func:`pack`."""
+    token_ids = np.frombuffer(ids, dtype="<i4")
+    n = len(token_ids)
+    if n == 0:
+        return token_ids, np.zeros((0, 0), dtype=np.float32)
+    scale = np.frombuffer(vectors[: 2 * n], dtype="<f2").astype(np.float32)
+    quantised = np.frombuffer(vectors[2 * n :], dtype=np.int8).reshape(n, -1)
+    return token_ids, quantised.astype(np.float32) * scale[:, None]
+
+
+def idf_weights(token_ids: Sequence[int] | np.ndarray, document_frequency: Mapping[int, int], documents: int) -> np.ndarray:
+    """Each query token's weight: its inverse document frequency among ``documents`` items."""
+    return np.array([math.log((documents + 1) / (document_frequency.get(int(t), 0) + 0.5)) for t in token_ids],
+                    dtype=np.float32)
+
+
+def maxsim(query: np.ndarray, weights: np.ndarray, items: Sequence[np.ndarray]) -> np.ndarray:
+    """Each item's late-interaction score for ``query`` ((q, dim) token states): the
+    ``weights``-weighted mean over query tokens of their best similarity to the item's
+    tokens. An item with no tokens scores 0."""
+    scores = np.zeros(len(items), dtype=np.float32)
+    filled = [i for i, m in enumerate(items) if len(m)]
+    if not filled or not len(query) or float(weights.sum()) <= 0:
+        return scores
+    stacked = np.concatenate([items[i] for i in filled])
+    sims = query @ stacked.T  # (q, all tokens of all items)
+    starts = np.cumsum([0] + [len(items[i]) for i in filled[:-1]])
+    best = np.maximum.reduceat(sims, starts, axis=1)  # (q, items): each query token's best match per item
+    scores[filled] = (weights @ best) / float(weights.sum())
+    return scores
