@@ -9,7 +9,8 @@ threshold by 5-fold cross-validation on that split (the score threshold with the
 cross-validated F1), then writes ``memos/text/rules_model.json``.
 
 ``evaluate`` measures the shipped weights, per language: precision and recall on the train
-split, on the held-back *test* split, and on sentences drawn from the benchmark data in
+split, on the held-back *test* split, on the *holdout* split (sentences written after the
+weights were fitted, never used to fit or choose anything), and on sentences drawn from the benchmark data in
 ``../shared/data`` (PrefEval's explicit preferences as positives; LoCoMo turns and MemDaily
 messages that share cue words with rules, labelled by hand), referenced by file and index in
 ``tests/data/rules/benchmark_refs.tsv`` and read at run time (their licences do not allow
@@ -38,6 +39,9 @@ ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "data" / "rules" / "corpus.tsv"
 REFS = ROOT / "tests" / "data" / "rules" / "benchmark_refs.tsv"
 SHARED_DATA = ROOT.parent / "shared" / "data"
+# train: what the weights are fitted on; test: held back from the start; holdout: sentences
+# written after the shipped weights were fitted, none of them used to fit or choose anything
+SPLITS = ("train", "test", "holdout")
 
 
 def load_corpus(path: Path = CORPUS) -> list[dict[str, str]]:
@@ -92,7 +96,7 @@ def _rates(gold: Sequence[bool], pred: Sequence[bool]) -> dict[str, float | int]
 
 
 def evaluate(detector: RuleDetector | None = None, *, data: Path = SHARED_DATA) -> dict[str, Any]:
-    """Precision and recall per language on the train and test splits and the benchmark-drawn
+    """Precision and recall per language on the train, test and holdout splits and the benchmark-drawn
     set, of ``detector`` (default: the one memos uses here, see :func:`default_detector`)."""
     det = detector or default_detector()
     corpus = load_corpus()
@@ -102,15 +106,15 @@ def evaluate(detector: RuleDetector | None = None, *, data: Path = SHARED_DATA) 
 
     results: dict[str, Any] = {}
     errors: list[dict[str, str]] = []
-    for split in ("train", "test"):
+    for split in SPLITS:
         for lang in ("en", "zh"):
             rows = [r for r in corpus if r["split"] == split and r["lang"] == lang]
             pred = [judge(r["text"]) for r in rows]
             gold = [r["label"] != "none" for r in rows]
             results[f"{split}/{lang}"] = _rates(gold, pred)
-            if split == "test":
-                errors += [{"id": r["id"], "label": r["label"], "category": r["category"], "text": r["text"]}
-                           for r, g, p in zip(rows, gold, pred, strict=False) if g != p]
+            if split != "train":
+                errors += [{"id": r["id"], "split": split, "label": r["label"], "category": r["category"],
+                            "text": r["text"]} for r, g, p in zip(rows, gold, pred, strict=False) if g != p]
     bench = load_benchmark_sentences(data)
     for src in ("prefeval", "locomo", "memdaily"):
         rows = [r for r in bench if r["source"] == src]

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..embeddings import TokenStates
 
-__all__ = ["idf_weights", "maxsim", "pack", "unpack"]
+__all__ = ["idf_weights", "maxsim", "maxsim_packed", "pack", "unpack"]
 
 
 def pack(states: TokenStates) -> tuple[bytes, bytes]:
@@ -58,13 +58,34 @@ def maxsim(query: np.ndarray, weights: np.ndarray, items: Sequence[np.ndarray]) 
     """Each item's late-interaction score for ``query`` ((q, dim) token states): the
     ``weights``-weighted mean over query tokens of their best similarity to the item's
     tokens. An item with no tokens scores 0."""
-    scores = np.zeros(len(items), dtype=np.float32)
-    filled = [i for i, m in enumerate(items) if len(m)]
+    filled = [m for m in items if len(m)]
+    stacked = np.concatenate(filled) if filled else np.zeros((0, query.shape[-1]), dtype=np.float32)
+    return _scores(query, weights, stacked, np.ones(len(stacked), dtype=np.float32), [len(m) for m in items])
+
+
+def maxsim_packed(query: np.ndarray, weights: np.ndarray, items: Sequence[tuple[bytes, bytes]]) -> np.ndarray:
+    """:func:`maxsim` of items as :func:`pack` stored them, without unpacking each: one int8
+    matrix for all, scaled after the product. An item of another dimension scores 0."""
+    dim = query.shape[-1]
+    lengths = [len(ids) // 4 for ids, _ in items]
+    ok = [n > 0 and len(v) == n * (dim + 2) for (_, v), n in zip(items, lengths, strict=True)]
+    lengths = [n if good else 0 for n, good in zip(lengths, ok, strict=True)]
+    kept = [(v, n) for (_, v), n in zip(items, lengths, strict=True) if n]
+    scale = np.frombuffer(b"".join(v[: 2 * n] for v, n in kept), dtype="<f2").astype(np.float32)
+    stacked = np.frombuffer(b"".join(v[2 * n :] for v, n in kept), dtype=np.int8).reshape(-1, dim)
+    return _scores(query, weights, stacked, scale, lengths)
+
+
+def _scores(query: np.ndarray, weights: np.ndarray, stacked: np.ndarray, scale: np.ndarray,
+            lengths: Sequence[int]) -> np.ndarray:
+    """Scores of items whose tokens are the rows of ``stacked`` (times ``scale``), ``lengths``
+    rows each in order (0 for an item with none)."""
+    scores = np.zeros(len(lengths), dtype=np.float32)
+    filled = [i for i, n in enumerate(lengths) if n]
     if not filled or not len(query) or float(weights.sum()) <= 0:
         return scores
-    stacked = np.concatenate([items[i] for i in filled])
-    sims = query @ stacked.T  # (q, all tokens of all items)
-    starts = np.cumsum([0] + [len(items[i]) for i in filled[:-1]])
-    best = np.maximum.reduceat(sims, starts, axis=1)  # (q, items): each query token's best match per item
-    scores[filled] = (weights @ best) / float(weights.sum())
+    sims = (stacked.astype(np.float32) @ query.T) * scale[:, None]  # (all tokens of all items, q)
+    starts = np.cumsum([0] + [lengths[i] for i in filled[:-1]])
+    best = np.maximum.reduceat(sims, starts, axis=0)  # (items, q): each query token's best match per item
+    scores[filled] = (best @ weights) / float(weights.sum())
     return scores
