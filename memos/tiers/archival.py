@@ -179,11 +179,10 @@ class ArchivalTier:
         self.version = 0
         self._warned = False
         self._lock = threading.RLock()
-        self._query_vectors: dict[str, Any] = {}
+        self._queries: dict[str, tuple[Any, TokenStates | None]] = {}  # query -> its vector and token states
         self._vectors_seen = False
         self.indexer = indexer
         self.token_index = token_index
-        self._query_tokens: dict[str, TokenStates] = {}
         self._df: tuple[int, dict[int, int]] | None = None  # (items counted, document frequency per token id)
 
     def _resolve(self) -> None:
@@ -284,7 +283,7 @@ class ArchivalTier:
                 both = token_states(self.embedder, texts) if self.token_index else None
                 vecs, states = both if both is not None else (self.embedder(texts), None)  # type: ignore[misc]
                 self.backend.upsert(  # type: ignore[union-attr]
-                    self.namespace, ids=[r.id for r in rows], embeddings=vecs, documents=[r.text for r in rows],
+                    self.namespace, ids=[r.id for r in rows], embeddings=vecs, documents=texts,
                     metadatas=[_metadata(r) for r in rows],
                 )
             except Exception as exc:
@@ -402,7 +401,7 @@ class ArchivalTier:
         if n <= 0 or not self._dense_runs(query):
             return {}
         try:
-            found = self.backend.query(self.namespace, self._query_vector(query), n)  # type: ignore[union-attr]
+            found = self.backend.query(self.namespace, self._query(query)[0], n)  # type: ignore[union-attr]
             return {i: 1.0 - d for i, d in found if min_similarity is None or 1.0 - d >= min_similarity}
         except Exception as exc:
             if not self._warned:
@@ -410,21 +409,17 @@ class ArchivalTier:
                 self._warned = True
             return {}
 
-    def _query_vector(self, query: str) -> Any:
-        """The query's vector (and, where stored items have them, its token states), cached."""
-        vec = self._query_vectors.get(query)
-        if vec is None:
+    def _query(self, query: str) -> tuple[Any, TokenStates | None]:
+        """The query's vector and (with ``token_index``, where the embedder gives them) its
+        token states, from one forward pass, cached."""
+        hit = self._queries.get(query)
+        if hit is None:
             both = token_states(self.embedder, [query]) if self.token_index else None
-            if both is not None:
-                vec = both[0][0]
-                self._query_tokens[query] = both[1][0]
-            else:
-                vec = self.embedder([query])[0]  # type: ignore[misc]
-            if len(self._query_vectors) >= 256:
-                self._query_tokens.pop(next(iter(self._query_vectors)), None)
-                self._query_vectors.pop(next(iter(self._query_vectors)))
-            self._query_vectors[query] = vec
-        return vec
+            hit = (both[0][0], both[1][0]) if both is not None else (self.embedder([query])[0], None)  # type: ignore[misc]
+            if len(self._queries) >= 256:
+                self._queries.pop(next(iter(self._queries)))
+            self._queries[query] = hit
+        return hit
 
     def token_ranking(self, query: str, ids: Iterable[str]) -> list[str]:
         """``ids`` ranked by late interaction with ``query`` (:mod:`memos.tiers.late`), best
@@ -433,8 +428,7 @@ class ArchivalTier:
         wanted = list(dict.fromkeys(ids))
         if not self.token_index or not wanted or not self._dense_runs(query):
             return []
-        self._query_vector(query)
-        q = self._query_tokens.get(query)
+        q = self._query(query)[1]
         if q is None or not len(q.ids):
             return []
         with Session(self.engine) as s:
