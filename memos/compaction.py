@@ -11,6 +11,8 @@ summary and facts can be prepared on the store's background pool while the units
 
 from __future__ import annotations
 
+import contextlib
+
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -262,6 +264,15 @@ class Compactor:
             return
         self.pending = None
         self.apply_demotion(pending.result())
+
+    def discard_pending(self) -> None:
+        """Drop a background demotion without applying it: it was planned from state the
+        store no longer holds (a forget or a deletion since). Its units are still hot in the
+        store, so the next demotion plans them again from what is there now."""
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            with contextlib.suppress(Exception):  # a failed plan wrote nothing either
+                pending.result()
 
     def plan_demotion(self, cut: CutPoint, units: list[Unit], before: int) -> _DemotionPlan:
         """Everything a demotion writes, computed without changing any state (LLM calls happen here)."""

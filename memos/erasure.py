@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import or_
 from sqlmodel import Session, col, select
+from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from .patterns import find_identifiers
 from .store import CompactionRow, MessageRow, SessionRow, SummaryRow, namespace_key
@@ -179,18 +180,28 @@ def _keyword_indexes(store: MemoryStore) -> list[KeywordIndex]:
 
 
 def scrub(store: MemoryStore) -> None:
-    """Leave no deleted bytes in the database files: SQLite zeroes what is deleted
-    (``secure_delete``, set on every connection), the full-text indexes are merged (their
-    old segments still hold deleted terms) and the write-ahead log is checkpointed and
-    truncated. On other databases this is the database's own business (``VACUUM``)."""
+    """Leave no deleted bytes in the database files. SQLite zeroes the cells it deletes
+    (``secure_delete``, set on every connection), but a page it has rebalanced can keep old
+    copies of cells in its unused space, and they outlive the row. So the full-text indexes
+    are merged (their old segments still hold deleted terms), the file is rebuilt from its
+    live rows (``VACUUM``: about 3 s for a 780 MB store of 100,000 archived items, and room
+    for a copy of the file meanwhile) and the write-ahead log is checkpointed and truncated.
+    On other databases this is the database's own business (``VACUUM`` on PostgreSQL)."""
     if store.engine.dialect.name != "sqlite":
         return
     with store.engine.connect() as conn:
         for index in _keyword_indexes(store):
             index.optimize(conn)
         conn.commit()
-    with store.engine.connect() as conn:
-        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql("VACUUM")
+        # busy: a reader of another connection still holds an older snapshot; wait for it
+        busy = Retrying(stop=stop_after_delay(30), wait=wait_fixed(0.05), retry=retry_if_result(bool),
+                        retry_error_callback=lambda state: state.outcome.result())(  # type: ignore[union-attr]
+            lambda: conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)").one()[0])
+    if busy:
+        log.warning("the write-ahead log could not be checkpointed: a reader kept it busy for 30 s; "
+                    "deleted bytes stay in %s-wal until the next checkpoint", store.engine.url.database)
 
 # -- lifecycle -----------------------------------------------------------------
 

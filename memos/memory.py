@@ -294,8 +294,10 @@ class Memory:
 
     def reload(self) -> None:
         """Read this session's state from the store again (after a deletion, or a change made
-        by another process) and drop every cached rendering."""
-        self.wait()
+        by another process) and drop every cached rendering. A demotion being prepared in
+        the background is dropped, not applied: it was planned from what the store held
+        before (a forgotten value, a deleted user)."""
+        self._compactor.discard_pending()
         self._load()
         self.cold.invalidate_caches()
 

@@ -203,6 +203,93 @@ def test_forget_erases_the_value_from_prompts_search_export_and_every_byte(store
     assert not leaks, f"{number} still on disk in {leaks}"
 
 
+def test_forget_drops_a_demotion_planned_before_it(store):
+    """A demotion another session prepares in the background, from the summary that held the
+    value, is not applied after the forget: it would write the value back (summary, archived
+    summary, facts)."""
+    from memos.llm import LLMConfig
+
+    from .llm_server import FakeOpenAI
+
+    number = "HIC-55102-7731"
+    with FakeOpenAI(seed=3) as server:
+        llm = LLMConfig(base_url=server.url, model="m", api_key="k", timeout_s=20, deadline_s=30, max_backoff_s=0.02)
+        mem = Memory("s1", user="ana", store=store, settings=MemosSettings(budget_tokens=1500, background_compaction=True),
+                     llm=llm, tools=[])
+        mem.add(user(f"My health insurance number is {number}."))
+        i = 0
+        while number not in mem.summary():
+            mem.add(user(f"Tell me about museum number {i} in Lisbon, its opening hours and the nearest metro."))
+            mem.add(assistant(f"Museum {i} opens at 10:00; the nearest metro is station {i}."))
+            mem.wait()
+            i += 1
+        server.hold = threading.Event()  # the next summary (from the one holding the number) waits
+        while not mem.compacting:
+            mem.add(user(f"And museum {i}? Opening hours, metro, ticket price please."))
+            mem.add(assistant(f"Museum {i} opens at 9:30; tickets cost {i} euros."))
+            i += 1
+        release = threading.Timer(0.3, server.hold.set)
+        release.start()
+        fact = next(f for f in mem.facts() if number in f.value)
+        other = Memory("s2", user="ana", store=store, tools=[])
+        other.forget(int(fact.id))  # type: ignore[arg-type]
+        release.join()
+        mem.wait()
+        mem.flush()
+        assert number not in mem.summary()
+        assert number not in _text(mem.context("what is my health insurance number?"))
+        assert not any(number in h.text for h in mem.retrieve(f"health insurance number {number}", 50))
+        assert not any(number in f.value for f in mem.facts(include_history=True))
+        n = len(mem.history())
+        mem.close()
+        other.close()
+    with Session(MemoryStore(store).engine) as s:  # nor in any summary version or archived item
+        from memos.store import SummaryRow
+        from memos.tiers.archival import WITHOUT_TOKENS, ArchiveItem
+
+        assert not [r.version for r in s.exec(select(SummaryRow)).all() if number in r.text]
+        assert not [r.id for r in s.exec(select(ArchiveItem).options(*WITHOUT_TOKENS)).all() if number in r.text]
+    assert n == 2 * i + 1  # nothing lost: the dropped demotion's messages are demoted again later
+
+
+@pytest.mark.skipif(bool(POSTGRES), reason="reads the bytes of the SQLite files")
+def test_erased_values_leave_no_copy_in_the_unused_space_of_live_pages(store):
+    """secure_delete zeroes the cells it deletes, but a page SQLite rebalanced can keep an
+    old copy of a cell in its unused gap, and that copy outlives the row: facts arriving in
+    any order leave such copies in the fact indexes. Scrubbing rebuilds the file."""
+    import random
+    from collections import Counter
+
+    from memos.tiers.facts import FactCandidate
+
+    ms = MemoryStore(store)
+    ids = {u: [f"{u.upper()}-{n:05d}-{(n * 7919) % 10000:04d}" for n in range(1000)] for u in ("ana", "bob")}
+    sessions = {u: ms.session("s1", user=u, tools=[]) for u in ids}
+    for u, mine in ids.items():
+        shuffled = random.Random(u).sample(mine, len(mine))
+        sessions[u].cold.apply([FactCandidate("identifier", i, f"{i} is a locker code", (f"m-{i}",), 1, once=True)
+                                for i in shuffled])
+    with ms.engine.connect() as conn:
+        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = Path(store).read_bytes()
+    copies = {i: data.count(i.encode()) for mine in ids.values() for i in mine}
+    usual = Counter(copies.values()).most_common(1)[0][0]
+    stray = [i for i in ids["ana"] if copies[i] > usual]
+    assert stray  # the layout this test is about: copies beyond the live ones
+    for i in stray:
+        fact = next(f for f in sessions["ana"].facts() if f.key == i)
+        sessions["ana"].forget(int(fact.id))  # type: ignore[arg-type]
+    bob_stray = [i for i in ids["bob"] if copies[i] > usual]
+    ms.delete_user("bob")
+    for mem in sessions.values():
+        mem.close()
+    ms.close()
+    data = b"".join(p.read_bytes() for p in _store_files(store))
+    assert [i for i in stray if i.encode() in data] == []
+    assert [i for i in ids["bob"] if i.encode() in data] == [], f"{len(bob_stray)} of bob's had stray copies"
+    assert all(i.encode() in data for i in ids["ana"] if i not in stray)  # the check sees what is there
+
+
 @pytest.mark.skipif(bool(POSTGRES), reason="reads the bytes of the SQLite files")
 def test_delete_user_removes_everything_of_that_user_only(store):
     ms = MemoryStore(store)
