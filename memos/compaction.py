@@ -12,7 +12,6 @@ summary and facts can be prepared on the store's background pool while the units
 from __future__ import annotations
 
 import contextlib
-
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future

@@ -22,21 +22,17 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-from sqlalchemy import Column, Index, LargeBinary, text, update
+from sqlalchemy import update
 from sqlalchemy.engine import Engine
-from sqlalchemy.orm import defer
-from sqlmodel import Field, Session, col, func, select
+from sqlmodel import Session, col, func, select
 
 from ..embeddings import Embedder, TokenStates, covers, token_states
-from ..store import MemosModel, chunks
-from ..text.search import KeywordIndex
+from ..store import chunks
 from . import late
+from .items import ARCHIVE_KINDS, WITHOUT_TOKENS, ArchiveItem, Hit, archive_keywords
 from .vectors import ArchiveBackend, ChromaBackend, Indexer
 
 __all__ = [
@@ -48,12 +44,12 @@ __all__ = [
     "ChromaBackend",
     "Hit",
     "WITHOUT_TOKENS",
+    "archive_keywords",
     "rrf",
 ]
 
 log = logging.getLogger("memos.archive")
 
-ARCHIVE_KINDS = ("message", "tool_chain", "summary", "tool_result", "note", "excerpt")
 # Reciprocal rank fusion's k. The usual 60 flattens the head of each ranking; 20 was chosen on
 # three LoCoMo conversations (evidence recall in a fixed room 0.725 -> 0.749) and held on the
 # other four (0.683 -> 0.705).
@@ -62,69 +58,6 @@ RRF_K = 20
 # at 2,048 tokens: all of them (up to 960 for auto-recall) 0.868, 300 0.866, 200 0.860; 300
 # keeps auto-recall's added p95 at about 13 ms instead of 48 (10k items).
 TOKEN_CANDIDATES = 300
-
-
-class ArchiveItem(MemosModel, table=True):
-    """One archived piece of a session."""
-
-    __tablename__ = "memos_archive"
-    __table_args__ = (Index("ix_memos_archive_turn", "namespace", "session", "first_seq"),)
-
-    id: str = Field(primary_key=True)
-    namespace: str = Field(index=True)  # whose memory: the user (or agent, or session) it belongs to
-    session: str = ""  # the session it came from, as 'user/agent/session'
-    kind: str
-    text: str
-    message_ids: str = "[]"  # JSON list
-    first_seq: int = -1
-    last_seq: int = -1
-    roles: str = ""  # comma-separated roles of the source messages
-    tags: str = "[]"  # JSON list
-    created_at: float  # time of the newest source message
-    archived_at: float = Field(default_factory=time.time)
-    indexed: bool = Field(default=False, index=True)  # vector written to the archive backend
-    # the item's token ids and token states (memos.tiers.late), written with its vector
-    token_ids: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
-    token_states: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
-
-
-@dataclass(frozen=True)
-class Hit:
-    """One search result: an archived item or a fact, with where it came from."""
-
-    id: str
-    kind: str
-    text: str
-    score: float
-    message_ids: tuple[str, ...]
-    first_seq: int
-    last_seq: int
-    roles: tuple[str, ...]
-    created_at: float
-    source: str  # 'archive' or 'fact'
-    session: str = ""  # the session it came from ('user/agent/session'), when known
-    # cosine similarity of the item to the query, when the dense search found it
-    similarity: float | None = None
-    # which searches found it: 'dense', 'keyword' (archive items) or 'facts'
-    found_by: tuple[str, ...] = ()
-
-    def to_dict(self, preview_chars: int | None = None) -> dict[str, Any]:
-        """The hit as plain JSON-able data (text cut to ``preview_chars`` if given). ``score``
-        is in [0, 1]: 1 for an item first in every search that ran, 0.5 for one first in one
-        of two; ``similarity`` is its cosine similarity to the query, when known."""
-        body = self.text if preview_chars is None or len(self.text) <= preview_chars else self.text[:preview_chars] + "…"
-        return {
-            "id": self.id, "kind": self.kind, "text": body, "score": round(self.score, 3),
-            **({"similarity": round(self.similarity, 3)} if self.similarity is not None else {}),
-            **({"found_by": list(self.found_by)} if self.found_by else {}),
-            "message_ids": list(self.message_ids), "seq": [self.first_seq, self.last_seq],
-            "roles": list(self.roles), "time": _iso(self.created_at), "source": self.source,
-            **({"session": self.session.rsplit("/", 1)[-1]} if self.session else {}),
-        }
-
-
-def _iso(ts: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts)) if ts > 0 else ""
 
 
 def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K, *, normalise: bool = False) -> dict[str, float]:
@@ -138,16 +71,6 @@ def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K, *, normalise: bool = 
         best = len(rankings) / (k + 1)
         scores = {i: v / best for i, v in scores.items()}
     return scores
-
-
-def archive_keywords(engine: Engine) -> KeywordIndex:
-    """The archive's keyword index (see :mod:`memos.text.search`)."""
-
-    def documents(conn: Any) -> Any:
-        return conn.execute(text("SELECT id, namespace, text FROM memos_archive"))
-
-    return KeywordIndex(engine, "memos_archive_kw", source="memos_archive", ref_column="id", doc_sql="text",
-                        documents=documents, replaces=("memos_archive_vocab", "memos_archive_fts"))
 
 
 class ArchivalTier:
@@ -183,7 +106,7 @@ class ArchivalTier:
         self._vectors_seen = False
         self.indexer = indexer
         self.token_index = token_index
-        self._df: tuple[int, dict[int, int]] | None = None  # (items counted, document frequency per token id)
+        self.tokens = late.TokenIndex(engine, namespace)
 
     def _resolve(self) -> None:
         if self._resolved:
@@ -227,7 +150,7 @@ class ArchivalTier:
                       .values(indexed=False, token_ids=None, token_states=None))
             s.commit()
         self._vectors_seen = False
-        self._df = None
+        self.tokens.reset()
 
     @property
     def dense(self) -> bool:
@@ -295,12 +218,10 @@ class ArchivalTier:
                 r.indexed = True
                 if states is not None:
                     r.token_ids, r.token_states = late.pack(states[i])
-                    if self._df is not None:
-                        _count_tokens(self._df[1], r.token_ids)
                 s.add(r)
             s.commit()
-            if states is not None and self._df is not None:
-                self._df = (self._df[0] + len(rows), self._df[1])
+            if states is not None:
+                self.tokens.written([r.token_ids for r in rows if r.token_ids is not None])
             self.version += 1
             self._vectors_seen = True
             return len(rows)
@@ -422,41 +343,13 @@ class ArchivalTier:
         return hit
 
     def token_ranking(self, query: str, ids: Iterable[str]) -> list[str]:
-        """``ids`` ranked by late interaction with ``query`` (:mod:`memos.tiers.late`), best
-        first; those without token states are left out. Empty when the embedder gives no
-        token states or ``token_index`` is off."""
-        wanted = list(dict.fromkeys(ids))
-        if not self.token_index or not wanted or not self._dense_runs(query):
+        """``ids`` ranked by late interaction with ``query`` (:class:`memos.tiers.late.TokenIndex`),
+        best first; those without token states are left out. Empty when the embedder gives
+        no token states or ``token_index`` is off."""
+        if not self.token_index or not self._dense_runs(query):
             return []
         q = self._query(query)[1]
-        if q is None or not len(q.ids):
-            return []
-        with Session(self.engine) as s:
-            # looked up by id alone (the primary key): a namespace condition lets SQLite scan the namespace
-            rows = [r for part in chunks(wanted) for r in s.exec(
-                select(ArchiveItem.id, ArchiveItem.namespace, ArchiveItem.token_ids, ArchiveItem.token_states)
-                .where(col(ArchiveItem.id).in_(part))).all() if r[1] == self.namespace and r[2] is not None]
-            if not rows:
-                return []
-            df, documents = self._document_frequency(s)
-        scores = late.maxsim_packed(q.vectors, late.idf_weights(q.ids, df, documents), [(r[2], r[3]) for r in rows])
-        order = np.argsort(-scores, kind="stable")
-        return [rows[i][0] for i in order]
-
-    def _document_frequency(self, s: Session) -> tuple[dict[int, int], int]:
-        """How many of the namespace's items hold each token id, and how many items have
-        token states: counted once, then kept up by this object's flushes (what other
-        processes or deletions change meanwhile moves the weights too little to matter)."""
-        with self._lock:
-            if self._df is None:
-                df: dict[int, int] = {}
-                n = 0
-                for blob in s.exec(select(ArchiveItem.token_ids).where(ArchiveItem.namespace == self.namespace,
-                                                                       col(ArchiveItem.token_ids).is_not(None))):
-                    _count_tokens(df, blob)
-                    n += 1
-                self._df = (n, df)
-            return self._df[1], self._df[0]
+        return self.tokens.ranking(q, ids) if q is not None else []
 
     def _dense_runs(self, query: str) -> bool:
         """Whether dense search can rank ``query``: a model that covers it and vectors to search."""
@@ -492,28 +385,7 @@ class ArchivalTier:
         want = top_k + offset
         # filters apply to the fused candidates, so a filtered search looks further
         pool = max(50, want * 8) * (4 if since is not None or until is not None or kinds or roles else 1)
-        rankings: list[list[str]] = []
-        similarity: dict[str, float] = {}
-        searches: list[str] = []
-        # a search that cannot run (no model, a query the model does not cover) does not count
-        if mode in ("hybrid", "dense") and self._dense_runs(query):
-            similarity = self.dense_similarities(query, pool, min_similarity=min_similarity)
-            rankings.append(list(similarity))
-            searches.append("dense")
-        if mode in ("hybrid", "keyword"):
-            rankings.append(self.keyword_ids(query, pool))
-            searches.append("keyword")
-        found_in: dict[str, list[str]] = {}
-        for name, ranking in zip(searches, rankings, strict=True):
-            for i in ranking:
-                found_in.setdefault(i, []).append(name)
-        scores = rrf(rankings, normalise=True)
-        if mode == "hybrid" and "dense" in searches:  # the best candidates ranked a third time, token by token
-            best = sorted(scores, key=lambda i: -scores[i])[:TOKEN_CANDIDATES]
-            by_tokens = self.token_ranking(query, best)
-            if by_tokens:
-                rankings.append(by_tokens)
-                scores = rrf(rankings, normalise=True)
+        scores, similarity, found_in = self._fused(query, pool, mode, min_similarity)
         if not scores:
             return []
         with Session(self.engine) as s:
@@ -543,14 +415,33 @@ class ArchivalTier:
                 break
         return hits[offset:want]
 
-
-# loader options that leave an item's token states unread (they are read only to rank by them)
-WITHOUT_TOKENS = (defer(ArchiveItem.token_ids), defer(ArchiveItem.token_states))  # type: ignore[arg-type]
-
-
-def _count_tokens(df: dict[int, int], token_ids: bytes) -> None:
-    for t in np.unique(np.frombuffer(token_ids, dtype="<i4")).tolist():
-        df[t] = df.get(t, 0) + 1
+    def _fused(self, query: str, pool: int, mode: str, min_similarity: float | None
+               ) -> tuple[dict[str, float], dict[str, float], dict[str, list[str]]]:
+        """The candidates' fused scores, the dense search's similarities and which searches
+        found each candidate."""
+        rankings: list[list[str]] = []
+        similarity: dict[str, float] = {}
+        searches: list[str] = []
+        # a search that cannot run (no model, a query the model does not cover) does not count
+        if mode in ("hybrid", "dense") and self._dense_runs(query):
+            similarity = self.dense_similarities(query, pool, min_similarity=min_similarity)
+            rankings.append(list(similarity))
+            searches.append("dense")
+        if mode in ("hybrid", "keyword"):
+            rankings.append(self.keyword_ids(query, pool))
+            searches.append("keyword")
+        found_in: dict[str, list[str]] = {}
+        for name, ranking in zip(searches, rankings, strict=True):
+            for i in ranking:
+                found_in.setdefault(i, []).append(name)
+        scores = rrf(rankings, normalise=True)
+        if mode == "hybrid" and "dense" in searches:  # the best candidates ranked a third time, token by token
+            best = sorted(scores, key=lambda i: -scores[i])[:TOKEN_CANDIDATES]
+            by_tokens = self.token_ranking(query, best)
+            if by_tokens:
+                rankings.append(by_tokens)
+                scores = rrf(rankings, normalise=True)
+        return scores, similarity, found_in
 
 
 def _metadata(r: ArchiveItem) -> dict[str, Any]:

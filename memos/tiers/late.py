@@ -19,13 +19,78 @@ a float16 scale (386 bytes for a 384-dimensional model), which ranks as float32 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col, select
 
 from ..embeddings import TokenStates
+from ..store import chunks
+from .items import ArchiveItem
 
-__all__ = ["idf_weights", "maxsim", "maxsim_packed", "pack", "unpack"]
+__all__ = ["TokenIndex", "idf_weights", "maxsim", "maxsim_packed", "pack", "unpack"]
+
+
+class TokenIndex:
+    """The token states of one namespace's archived items (stored in their rows by the
+    flush), ranked against a query's, with each query token weighted by how many of the
+    namespace's items hold it."""
+
+    def __init__(self, engine: Engine, namespace: str) -> None:
+        self.engine = engine
+        self.namespace = namespace
+        self._lock = threading.Lock()
+        self._df: tuple[int, dict[int, int]] | None = None  # (items counted, document frequency per token id)
+
+    def ranking(self, query: TokenStates, ids: Iterable[str]) -> list[str]:
+        """``ids`` ranked by late interaction with ``query``, best first; those without
+        token states (or of another namespace) are left out."""
+        wanted = list(dict.fromkeys(ids))
+        if not wanted or not len(query.ids):
+            return []
+        with Session(self.engine) as s:
+            # looked up by id alone (the primary key): a namespace condition lets SQLite scan the namespace
+            rows = [r for part in chunks(wanted) for r in s.exec(
+                select(ArchiveItem.id, ArchiveItem.namespace, ArchiveItem.token_ids, ArchiveItem.token_states)
+                .where(col(ArchiveItem.id).in_(part))).all() if r[1] == self.namespace and r[2] is not None]
+            if not rows:
+                return []
+            df, documents = self._document_frequency(s)
+        scores = maxsim_packed(query.vectors, idf_weights(query.ids, df, documents), [(r[2], r[3]) for r in rows])
+        return [rows[i][0] for i in np.argsort(-scores, kind="stable")]
+
+    def written(self, token_ids: Sequence[bytes]) -> None:
+        """Count the token ids of items this process just stored (what other processes or
+        deletions change meanwhile moves the weights too little to matter)."""
+        with self._lock:
+            if self._df is not None:
+                for blob in token_ids:
+                    _count_tokens(self._df[1], blob)
+                self._df = (self._df[0] + len(token_ids), self._df[1])
+
+    def reset(self) -> None:
+        """Count again on next use (the namespace's token states were dropped)."""
+        with self._lock:
+            self._df = None
+
+    def _document_frequency(self, s: Session) -> tuple[dict[int, int], int]:
+        with self._lock:
+            if self._df is None:
+                df: dict[int, int] = {}
+                n = 0
+                for blob in s.exec(select(ArchiveItem.token_ids).where(ArchiveItem.namespace == self.namespace,
+                                                                       col(ArchiveItem.token_ids).is_not(None))):
+                    _count_tokens(df, blob)
+                    n += 1
+                self._df = (n, df)
+            return self._df[1], self._df[0]
+
+
+def _count_tokens(df: dict[int, int], token_ids: bytes) -> None:
+    for t in np.unique(np.frombuffer(token_ids, dtype="<i4")).tolist():
+        df[t] = df.get(t, 0) + 1
 
 
 def pack(states: TokenStates) -> tuple[bytes, bytes]:
