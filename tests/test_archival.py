@@ -159,6 +159,16 @@ def test_rrf_sums_reciprocal_ranks():
     assert max(scores, key=scores.get) == "a"
 
 
+def test_rrf_weights_a_ranking_and_normalises_by_the_best_possible():
+    plain = rrf([["a", "b"], ["b", "a"]], k=20)
+    assert plain["a"] == pytest.approx(plain["b"])
+    weighted = rrf([["a", "b"], ["b", "a"]], k=20, weights=[1.0, 2.0], normalise=True)
+    assert weighted["b"] > weighted["a"]
+    assert rrf([["a"], ["a"]], k=20, weights=[1.0, 2.0], normalise=True)["a"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="1 weights for 2 rankings"):
+        rrf([["a"], ["b"]], weights=[1.0])
+
+
 def test_filters_by_kind_time_and_role_and_never_crosses_users(store):
     ana = Memory("s", user="ana", store=store, budget=900)
     bob = Memory("s", user="bob", store=store, budget=900)
