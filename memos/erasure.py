@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import or_
+from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, col, select
-from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
+from tenacity import Retrying, retry_if_exception, retry_if_result, stop_after_delay, wait_fixed
 
 from .patterns import find_identifiers
 from .store import CompactionRow, MessageRow, SessionRow, SummaryRow, namespace_key
@@ -194,7 +195,12 @@ def scrub(store: MemoryStore) -> None:
             index.optimize(conn)
         conn.commit()
     with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.exec_driver_sql("VACUUM")
+        try:  # another connection writing (another process) is waited for, then given up on
+            Retrying(stop=stop_after_delay(60), wait=wait_fixed(0.2), retry=retry_if_exception(_sqlite_busy),
+                     reraise=True)(conn.exec_driver_sql, "VACUUM")
+        except OperationalError as exc:
+            log.warning("the store could not be rebuilt (%s): deleted values may remain in the unused space of "
+                        "its pages until MemoryStore.scrub() runs again", exc)
         # busy: a reader of another connection still holds an older snapshot; wait for it
         busy = Retrying(stop=stop_after_delay(30), wait=wait_fixed(0.05), retry=retry_if_result(bool),
                         retry_error_callback=lambda state: state.outcome.result())(  # type: ignore[union-attr]
@@ -202,6 +208,11 @@ def scrub(store: MemoryStore) -> None:
     if busy:
         log.warning("the write-ahead log could not be checkpointed: a reader kept it busy for 30 s; "
                     "deleted bytes stay in %s-wal until the next checkpoint", store.engine.url.database)
+
+
+def _sqlite_busy(exc: BaseException) -> bool:
+    return isinstance(exc, OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
+
 
 # -- lifecycle -----------------------------------------------------------------
 
