@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-__all__ = ["DEFAULT_SETTINGS", "SHARE_SCOPES", "MemosSettings"]
+__all__ = ["DEFAULT_SETTINGS", "SHARE_SCOPES", "MemosSettings", "env_flag"]
 
 SHARE_SCOPES = ("user", "agent", "session")
 # what may start the name of a memos tool (the name must stay a valid function name)
@@ -168,7 +168,7 @@ class MemosSettings:
             current = getattr(base, f.name)
             try:
                 if isinstance(current, bool):
-                    changes[f.name] = raw.lower() in {"1", "true", "yes", "on"}
+                    changes[f.name] = _flag(raw)
                 elif isinstance(current, int):
                     changes[f.name] = int(raw)
                 elif isinstance(current, float):
@@ -183,3 +183,25 @@ class MemosSettings:
 
 
 DEFAULT_SETTINGS = MemosSettings()
+
+_ON = frozenset({"1", "true", "yes", "on"})
+_OFF = frozenset({"0", "false", "no", "off", ""})
+
+
+def _flag(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value not in _ON | _OFF:
+        raise ValueError(f"expected one of {sorted(_ON | _OFF - {''})}")
+    return value in _ON
+
+
+def env_flag(name: str, default: bool, environ: dict[str, str] | None = None) -> bool:
+    """An on/off environment variable (1/true/yes/on, 0/false/no/off), ``default`` when unset;
+    any other value is a ``ValueError`` naming the variable."""
+    raw = (os.environ if environ is None else environ).get(name)
+    if raw is None:
+        return default
+    try:
+        return _flag(raw)
+    except ValueError as exc:
+        raise ValueError(f"{name}={raw!r}: {exc}") from exc

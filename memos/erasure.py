@@ -23,6 +23,7 @@ from sqlmodel import Session, col, select
 from tenacity import Retrying, retry_if_exception, retry_if_result, stop_after_delay, wait_fixed
 
 from .patterns import find_identifiers
+from .schema import sqlite_busy
 from .store import CompactionRow, MessageRow, SessionRow, SummaryRow, namespace_key
 from .text.search import KeywordIndex
 from .tiers.archival import WITHOUT_TOKENS, ArchiveItem, archive_keywords
@@ -196,7 +197,7 @@ def scrub(store: MemoryStore) -> None:
         conn.commit()
     with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         try:  # another connection writing (another process) is waited for, then given up on
-            Retrying(stop=stop_after_delay(60), wait=wait_fixed(0.2), retry=retry_if_exception(_sqlite_busy),
+            Retrying(stop=stop_after_delay(60), wait=wait_fixed(0.2), retry=retry_if_exception(sqlite_busy),
                      reraise=True)(conn.exec_driver_sql, "VACUUM")
         except OperationalError as exc:
             log.warning("the store could not be rebuilt (%s): deleted values may remain in the unused space of "
@@ -208,10 +209,6 @@ def scrub(store: MemoryStore) -> None:
     if busy:
         log.warning("the write-ahead log could not be checkpointed: a reader kept it busy for 30 s; "
                     "deleted bytes stay in %s-wal until the next checkpoint", store.engine.url.database)
-
-
-def _sqlite_busy(exc: BaseException) -> bool:
-    return isinstance(exc, OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
 
 
 # -- lifecycle -----------------------------------------------------------------

@@ -32,6 +32,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
 from . import erasure
+from .config import env_flag
 from .embeddings import ChromaEmbedder, Embedder, load_embedder
 from .erasure import UserDeletion
 from .store import Namespace, Store, namespace_key
@@ -76,7 +77,7 @@ class MemoryStore(Store):
                  token_index: bool | None = None) -> None:
         super().__init__(store if store is not None else os.environ.get("MEMOS_STORE") or "memos.db")
         if token_index is None:
-            token_index = os.environ.get("MEMOS_TOKEN_INDEX", "true").strip().lower() not in {"0", "false", "no", "off"}
+            token_index = env_flag("MEMOS_TOKEN_INDEX", True)
         self.token_index = token_index
         self._archive_spec = archive
         self._embedder_spec = embedder

@@ -86,7 +86,7 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     if str(cur.execute("PRAGMA journal_mode").fetchone()[0]).lower() not in ("wal", "memory"):
         # WAL is a property of the file: only a new store switches, and SQLite answers "locked"
         # at once (without waiting) when other connections are opening it at that moment
-        for attempt in Retrying(retry=retry_if_exception(_sqlite_locked), stop=stop_after_delay(30),
+        for attempt in Retrying(retry=retry_if_exception(sqlite_busy), stop=stop_after_delay(30),
                                 wait=wait_random_exponential(0.01, 0.5), reraise=True):
             with attempt:
                 cur.execute("PRAGMA journal_mode=WAL")
@@ -96,8 +96,11 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
-def _sqlite_locked(exc: BaseException) -> bool:
-    return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
+def sqlite_busy(exc: BaseException) -> bool:
+    """Whether ``exc`` is SQLite saying another connection holds the lock ("database is
+    locked" / "busy"), raised by sqlite3 or wrapped by SQLAlchemy: worth waiting and retrying."""
+    orig = getattr(exc, "orig", exc)
+    return isinstance(orig, sqlite3.OperationalError) and ("locked" in str(orig) or "busy" in str(orig))
 
 
 def make_engine(store: str | Path) -> Engine:
