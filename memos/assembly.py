@@ -59,6 +59,7 @@ class ContextAssembler:
         self.cold = cold
         self.recall = recall
         self.tools_tokens = tools_tokens  # the tool schemas the request carries
+        self.archive_offered = True  # whether they include memos' archive (the pressure notice asks for it)
         self._pinned_shown: dict[tuple[Any, ...], frozenset[int]] = {}  # fact ids each cached pinned section shows
         self._render_cache: dict[tuple[str, int, bool], tuple[dict[str, Any], int]] = {}
         self._section_cache: dict[tuple[Any, ...], tuple[dict[str, Any] | None, int]] = {}
@@ -417,7 +418,7 @@ class ContextAssembler:
         # pressure is measured against the room paging works in (the budget less the recall
         # reserve), so the notice comes before a demotion, whatever recall adds afterwards
         paged = budget * (1.0 - (self.settings.recall_reserve if self.settings.auto_recall else 0.0))
-        if self.settings.pressure_notice and base > paged * self.settings.warning_threshold:
+        if self.settings.pressure_notice and self.archive_offered and base > paged * self.settings.warning_threshold:
             notice = pressure_message(min(1.0, base / paged))
             if base + self.counter.count_message(notice) > budget:
                 notice = None

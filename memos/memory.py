@@ -159,8 +159,10 @@ class Memory:
         # the tools every request carries unless context() is told otherwise: memos' own by default
         self._tool_prefixes = {check_prefix(settings.tool_prefix)}
         self._default_tools_tokens = self.counter.count_tools(tool_schemas(settings.tool_prefix))
+        self._default_archive_offered = True
         if tools is not None:
             self._default_tools_tokens = self._count_tools(tools)
+            self._default_archive_offered = self._offers_archive(tools)
 
         references = ReferenceGuard(settings.reference_turns)
         if guard is None:
@@ -232,7 +234,9 @@ class Memory:
         the messages and the tools together fit it. By default the ``tools`` given to
         the constructor are counted, else memos' own (:meth:`tools`); pass ``tools=[]``
         when the request carries none. ``reserve`` holds back tokens for what the request
-        carries beyond these (an agent framework's own instructions, say).
+        carries beyond these (an agent framework's own instructions, say). The
+        memory-pressure notice, which asks the model to call ``archive``, is shown only
+        when the tools include memos' ``archive``.
         Raises :class:`~memos.errors.BudgetExceeded` when content that may not be evicted
         (system messages, explicit pins, the newest units, the tool schemas) does not fit;
         rules pinned automatically never cause it.
@@ -240,6 +244,7 @@ class Memory:
         if isinstance(reserve, bool) or not isinstance(reserve, int) or reserve < 0:
             raise ValueError(f"reserve must be a non-negative int of tokens, got {reserve!r}")
         self._assembler.tools_tokens = self._count_tools(tools) + reserve
+        self._assembler.archive_offered = self._default_archive_offered if tools is None else self._offers_archive(tools)
         query_msg = None
         extra = 0
         if query is not None:
@@ -253,6 +258,12 @@ class Memory:
                 extra = self.counter.count_message(query_msg)
         rooms = self._compactor.page(extra, query, strict=True)
         return self._assembler.build(query_msg, query, rooms)
+
+    def _offers_archive(self, tools: Sequence[dict[str, Any]]) -> bool:
+        # the pressure notice asks the model to call `archive`: only worth its tokens when it can
+        fns = (t["function"] if isinstance(t.get("function"), dict) else t for t in tools)
+        return any(isinstance(n := f.get("name"), str) and tool_name(n, tuple(self._tool_prefixes)) == "archive"
+                   for f in fns)
 
     def _count_tools(self, tools: Sequence[dict[str, Any]] | None) -> int:
         if tools is None:

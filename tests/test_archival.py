@@ -211,13 +211,31 @@ def test_auto_recall_brings_an_early_detail_back_as_marked_data(store):
 def test_memory_pressure_notice_appears_above_the_warning_threshold(make_memory):
     settings = MemosSettings(budget_tokens=2000, soft_threshold=0.9, hard_threshold=0.95, hot_target=0.9,
                              warning_threshold=0.5)
-    mem = make_memory(settings=settings)
+    mem = make_memory(settings=settings, tools=None)  # memos' own tools, archive among them
     mem.add(user("hello"))
     assert not [m for m in mem.context() if PRESSURE_HEADER in str(m.get("content"))]
     for i in range(12):
         mem.add([user(f"tell me story number {i} " + "and more " * 20), assistant("ok " * 40)])
     notices = [m for m in mem.context() if PRESSURE_HEADER in str(m.get("content"))]
     assert len(notices) == 1 and notices[0]["role"] == "system" and "`archive`" in notices[0]["content"]
+
+
+def test_pressure_notice_only_when_the_request_offers_the_archive_tool(make_memory):
+    settings = MemosSettings(budget_tokens=2000, soft_threshold=0.9, hard_threshold=0.95, hot_target=0.9,
+                             warning_threshold=0.5)
+    mem = make_memory(settings=settings, tools=None)
+    for i in range(12):
+        mem.add([user(f"tell me story number {i} " + "and more " * 20), assistant("ok " * 40)])
+
+    def notices(**kw):
+        return [m for m in mem.context(**kw) if PRESSURE_HEADER in str(m.get("content"))]
+
+    weather = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
+    assert len(notices()) == 1  # memos' own tools are counted by default
+    assert len(notices(tools=[weather, *mem.tools()])) == 1
+    assert len(notices(tools=mem.tools(prefix="memory_"))) == 1
+    assert notices(tools=[]) == [] and notices(tools=[weather]) == []
+    assert notices(tools=mem.tools(names=["retrieve", "pin"])) == []
 
 
 def test_threads_opening_one_chroma_path_at_once_all_get_a_working_client(tmp_path):

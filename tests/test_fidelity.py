@@ -145,10 +145,11 @@ def test_a_large_retrieve_result_is_clipped_as_valid_json(make_memory):
 
 
 def test_pressure_notice_appears_with_default_settings_before_a_demotion(make_memory):
-    mem = make_memory(budget=2048)
+    mem = make_memory(budget=2048, tools=None)  # memos' own tools: the notice asks for `archive`
     seen = False
-    for i in range(40):
-        mem.add([user(f"Tell me about district {i} of Lisbon, its food and its sights. " * 2), assistant("It is lovely. " * 15)])
+    # turns smaller than the band between the warning and the paging thresholds (~120 tokens here)
+    for i in range(80):
+        mem.add([user(f"Tell me about district {i} of Lisbon, its food and its sights."), assistant("It is lovely. " * 6)])
         ctx = mem.context()
         seen |= any(PRESSURE_HEADER in str(m.get("content")) for m in ctx)
         if mem.stats().demotions:
