@@ -76,6 +76,20 @@ class ContextAssembler:
         """Drop the renderings of messages that left the hot tier."""
         self._render_cache = {k: v for k, v in self._render_cache.items() if k[0] not in ids}
 
+    def query_message(self, query: str | None) -> tuple[dict[str, Any] | None, int]:
+        """The message a prompt for ``query`` ends with (clipped to a hot message's cap) and
+        its tokens; ``(None, 0)`` without a query. ``ValueError`` when it is not a string."""
+        if query is None:
+            return None, 0
+        if not isinstance(query, str):
+            raise ValueError(f"query must be a string, got {type(query).__name__}")
+        msg = {"role": "user", "content": query}
+        tokens, cap = self.counter.count_message(msg), self.message_cap(1)
+        if tokens > cap:
+            msg = {"role": "user", "content": self.counter.clip(query, cap - 8, " … ")}
+            tokens = self.counter.count_message(msg)
+        return msg, tokens
+
     def message_cap(self, unit_size: int) -> int:
         return max(_MIN_CLIP_TOKENS, self.settings.hot_target_tokens // max(1, unit_size))
 

@@ -1,77 +1,42 @@
 """The :class:`Memory` facade: one session's memory, from the log to the prompt.
 
 Data flows one way: :meth:`Memory.add` validates and logs messages (each archived as it is
-logged) and they join the session's state (:mod:`memos.state`); the compactor
+logged, by :mod:`memos.archiving`) and they join the session's state (:mod:`memos.state`); the compactor
 (:mod:`memos.compaction`) moves what no longer fits to the pinned section, the rolling
 summary, the facts and the archive; :meth:`Memory.context` has the assembler
 (:mod:`memos.assembly`) build the prompt, with recalled memory (:mod:`memos.recall`).
 The facts and the archive belong to the user's scope on a shared
-:class:`~memos.MemoryStore`; this class wires the parts and delegates to them.
+:class:`~memos.MemoryStore`. The parts are built by :func:`memos.wiring.wire`; this class
+delegates to them.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import time
-import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from .agent import TurnResult, run_turn
-from .assembly import ContextAssembler, Rooms
-from .compaction import Compactor, PagingEvent
+from .compaction import PagingEvent
 from .config import MemosSettings
 from .embeddings import Embedder
-from .extract import FactExtractor, RuleExtractor
+from .extract import FactExtractor
 from .journal import Rollback, rollback, withdraw
-from .llm import LLMConfig, LLMFactExtractor, LLMRuleJudge, LLMSummarizer, make_client
+from .llm import LLMConfig
 from .memory_store import MemoryStore, scope_key
 from .messages import Message, validate_batch
-from .paging.guards import (
-    ConstraintGuard,
-    Guard,
-    GuardFn,
-    PinGuard,
-    RecencyGuard,
-    ReferenceGuard,
-    ToolChainGuard,
-    as_guard,
-)
-from .pins import Pins
-from .recall import Recall
-from .state import SessionState
+from .paging.guards import Guard, GuardFn
+from .stats import MemoryStats, measure
 from .store import CompactionRow, Store, validate_namespace
-from .tiers.archival import ArchivalTier, ArchiveBackend, ArchiveItem, Hit
+from .tiers.archival import ArchivalTier, ArchiveBackend, Hit
 from .tiers.cold import ColdTier, Fact, ForgetRecord
-from .tiers.hot import group_units, render_text
-from .tiers.warm import ExtractiveSummarizer, Summarizer
+from .tiers.warm import Summarizer
 from .tokens import TokenCounter, default_counter
-from .tools_schema import AGENT_TOOLS, check_prefix, handle_tool_call, tool_name, tool_schemas
+from .tools_schema import AGENT_TOOLS, handle_tool_call
+from .wiring import wire
 
 __all__ = ["Memory", "MemoryStats", "PagingEvent", "Rollback"]
-
-
-@dataclass(frozen=True)
-class MemoryStats:
-    """Sizes of the tiers and counts of paging events, at the moment of the call."""
-
-    messages: int
-    hot_messages: int
-    hot_tokens: int
-    pinned_messages: int
-    pinned_tokens: int
-    summary_tokens: int
-    summary_version: int
-    facts: int
-    pinned_facts: int
-    demotions: int
-    soft_compactions: int
-    context_tokens: int
-    budget_tokens: int
-    encoding: str
 
 
 class Memory:
@@ -141,55 +106,18 @@ class Memory:
             self.store, self._store_hold = MemoryStore.shared(store), "shared"
         self.counter = counter or default_counter(settings.model)
         self.llm = llm if llm is not None else LLMConfig.from_env()
-        # user messages are read as they arrive, by a RuleExtractor: the one given as
-        # ``extractor``, else one whose rule detector is the LLM (when configured) or the classifier
-        rules = extractor if isinstance(extractor, RuleExtractor) else RuleExtractor()
-        if self.llm is not None:
-            client = make_client(self.llm)
-            if extractor is None:
-                rules = RuleExtractor(detector=LLMRuleJudge(self.llm, client))
-            summarizer = summarizer or LLMSummarizer(self.llm, client)
-            extractor = extractor or LLMFactExtractor(self.llm, client)
-        self.summarizer: Summarizer = summarizer or ExtractiveSummarizer(self.counter)
-        self.extractor: FactExtractor = extractor or RuleExtractor()
-        self.cold: ColdTier = self.store.cold(self.scope)
-        self.archival: ArchivalTier = self.store.archive_for(self.scope, archive=archive, embedder=embedder,
-                                                             model_dir=embedding_model_dir,
-                                                             background=settings.background_indexing)
-        # the tools every request carries unless context() is told otherwise: memos' own by default
-        self._tool_prefixes = {check_prefix(settings.tool_prefix)}
-        self._default_tools_tokens = self.counter.count_tools(tool_schemas(settings.tool_prefix))
-        self._default_archive_offered = True
-        if tools is not None:
-            self._default_tools_tokens = self._count_tools(tools)
-            self._default_archive_offered = self._offers_archive(tools)
-
-        references = ReferenceGuard(settings.reference_turns)
-        if guard is None:
-            guard = RecencyGuard(settings.keep_recent_units) & PinGuard() & ConstraintGuard() & references
-        self.guard: Guard = ToolChainGuard() & as_guard(guard)
+        parts = wire(self.namespace, self.scope, self.store, settings, self.counter, llm=self.llm, guard=guard,
+                     summarizer=summarizer, extractor=extractor, on_event=on_event, archive=archive, embedder=embedder,
+                     embedding_model_dir=embedding_model_dir, tools=tools)
+        self.summarizer: Summarizer = parts.summarizer
+        self.extractor: FactExtractor = parts.extractor
+        self.cold: ColdTier = parts.cold
+        self.archival: ArchivalTier = parts.archival
+        self.guard: Guard = parts.guard
+        self._state, self._recall, self._assembler = parts.state, parts.recall, parts.assembler
+        self._pins, self._archiver, self._compactor, self._tools = parts.pins, parts.archiver, parts.compactor, parts.tools
         self._budget_recorded = False
-        self._state = SessionState(self.namespace)
-        self._state.load(self.store)
-        self._recall = Recall(self._state, settings, self.counter, self.cold, self.archival)
-        self._assembler = ContextAssembler(self._state, settings, self.counter, self.cold, self._recall,
-                                           self._default_tools_tokens)
-        self._pins = Pins(self._state, settings, self.counter, self.store, self.cold, self._assembler)
-        self._compactor = Compactor(
-            state=self._state, settings=settings, counter=self.counter, store=self.store, cold=self.cold,
-            archival=self.archival, assembler=self._assembler, recall=self._recall, guard=self.guard,
-            # when the budget cannot be met otherwise, only in-flight chains, pins and the
-            # newest unit hold: recency and custom KEEP rules give way
-            last_resort=ToolChainGuard() & RecencyGuard(1) & PinGuard() & ConstraintGuard(),
-            references=references, rules=rules, extractor=self.extractor, summarizer=self.summarizer,
-            archive_item=self._archive_item, reload=self._load, on_event=on_event,
-        )
         self.store.attach(self)
-
-    def _load(self) -> None:
-        self._state.load(self.store)
-        self._assembler.reset()
-        self._recall.reset()
 
     # -- messages and the prompt ---------------------------------------------------
 
@@ -202,18 +130,11 @@ class Memory:
         """
         batch = validate_batch(messages, self._state.pending_calls(), self._state.call_ids)
         items = [(m, self.counter.count_message(m), False) for m in batch]
-
-        def archive(session: Any, logged: list[Message]) -> None:
-            # every message is the user's recall memory from the moment it is logged, in the
-            # same transaction (crash-safe: the vectors follow through the archive's outbox)
-            prompt = self._state.prompt_ids(logged)  # the system prompt is not the user's memory
-            self.archival.stage(session, [self._archive_item([m], "message", f"unit:{m.id}")
-                                          for m in logged if m.id not in prompt])
-
         if not self._budget_recorded:  # what `memos inspect` measures this session against
             self.store.record_budget(self.namespace, self.settings.budget_tokens)
             self._budget_recorded = True
-        logged = self.store.append(self.namespace, items, self._state.next_seq, also=archive)
+        # each message is archived in the transaction that logs it (crash-safe)
+        logged = self.store.append(self.namespace, items, self._state.next_seq, also=self._archiver.logged)
         self.archival.schedule()
         self._state.append(logged)
         users = [m for m in logged if m.role == "user"]
@@ -243,34 +164,11 @@ class Memory:
         """
         if isinstance(reserve, bool) or not isinstance(reserve, int) or reserve < 0:
             raise ValueError(f"reserve must be a non-negative int of tokens, got {reserve!r}")
-        self._assembler.tools_tokens = self._count_tools(tools) + reserve
-        self._assembler.archive_offered = self._default_archive_offered if tools is None else self._offers_archive(tools)
-        query_msg = None
-        extra = 0
-        if query is not None:
-            if not isinstance(query, str):
-                raise ValueError(f"query must be a string, got {type(query).__name__}")
-            query_msg = {"role": "user", "content": query}
-            extra = self.counter.count_message(query_msg)
-            cap = self._assembler.message_cap(1)
-            if extra > cap:
-                query_msg = {"role": "user", "content": self.counter.clip(query, cap - 8, " … ")}
-                extra = self.counter.count_message(query_msg)
+        self._assembler.tools_tokens = self._tools.tokens(tools) + reserve
+        self._assembler.archive_offered = self._tools.offers_archive(tools)
+        query_msg, extra = self._assembler.query_message(query)
         rooms = self._compactor.page(extra, query, strict=True)
         return self._assembler.build(query_msg, query, rooms)
-
-    def _offers_archive(self, tools: Sequence[dict[str, Any]]) -> bool:
-        # the pressure notice asks the model to call `archive`: only worth its tokens when it can
-        fns = (t["function"] if isinstance(t.get("function"), dict) else t for t in tools)
-        return any(isinstance(n := f.get("name"), str) and tool_name(n, tuple(self._tool_prefixes)) == "archive"
-                   for f in fns)
-
-    def _count_tools(self, tools: Sequence[dict[str, Any]] | None) -> int:
-        if tools is None:
-            return self._default_tools_tokens
-        if not isinstance(tools, (list, tuple)) or not all(isinstance(t, dict) for t in tools):
-            raise ValueError("tools must be a list of function schemas (dicts), as sent in the request")
-        return self.counter.count_tools(tools)
 
     # -- the session's state -------------------------------------------------------
 
@@ -309,7 +207,7 @@ class Memory:
         the background is dropped, not applied: it was planned from what the store held
         before (a forgotten value, a deleted user)."""
         self._compactor.discard_pending()
-        self._load()
+        self._compactor.reload()
         self.cold.invalidate_caches()
 
     def history(self) -> list[Message]:
@@ -327,24 +225,7 @@ class Memory:
 
     def stats(self) -> MemoryStats:
         """Sizes of the tiers and counts of paging events."""
-        a, s = self._assembler, self._state
-        facts = self.cold.facts()
-        return MemoryStats(
-            messages=s.count,
-            hot_messages=len(s.hot),
-            hot_tokens=sum(a.unit_tokens(u) for u in group_units(s.hot)),
-            pinned_messages=len(s.pinned),
-            pinned_tokens=a.pinned_section()[1],
-            summary_tokens=a.summary_section(None, None)[1],
-            summary_version=s.summary.version if s.summary else 0,
-            facts=len(facts),
-            pinned_facts=sum(1 for f in facts if f.pinned),
-            demotions=s.demotions,
-            soft_compactions=s.soft_compactions,
-            context_tokens=a.total(0, None, Rooms()),
-            budget_tokens=self.settings.budget_tokens,
-            encoding=self.counter.encoding_name,
-        )
+        return measure(self._assembler, self.cold)
 
     # -- the compaction journal ----------------------------------------------------
 
@@ -367,7 +248,7 @@ class Memory:
             raise TypeError(f"event_id must be an int, got {type(event_id).__name__}")
         self.wait()
         done = rollback(self.store, self.namespace, self.cold, event_id)
-        self._load()
+        self._compactor.reload()
         return done
 
     def clear(self) -> bool:
@@ -379,7 +260,7 @@ class Memory:
         longer be rolled back. Returns whether there was anything to clear."""
         self.wait()
         done = self.store.clear(self.namespace) is not None
-        self._load()
+        self._compactor.reload()
         return done
 
     def pop(self) -> Message | None:
@@ -392,7 +273,7 @@ class Memory:
         newest = next(iter(self.store.newest_messages(self.namespace, 1)), None)
         if newest is None or not withdraw(self.store, self.namespace, self.cold, self.scope, newest):
             return None
-        self._load()
+        self._compactor.reload()
         return newest
 
     # -- pins and facts ------------------------------------------------------------
@@ -447,34 +328,9 @@ class Memory:
                 tags: Sequence[str] = ()) -> str:
         """Save ``content`` (a note) or logged messages (``message_ids``, verbatim) to the
         archival tier; returns the archived item's id."""
-        tags = [str(t) for t in tags]
-        if content is not None and message_ids:
-            raise ValueError("give content or message_ids, not both")
-        if content is not None:
-            if not isinstance(content, str) or not content.strip():
-                raise ValueError("content must be a non-empty string")
-            seq = self._state.next_seq - 1
-            item = ArchiveItem(id=f"note:{uuid.uuid4().hex}", namespace=self.scope, session=self._state.key,
-                               kind="note", text=content, roles="assistant", tags=json.dumps(tags),
-                               created_at=time.time(), first_seq=seq, last_seq=seq)
-        elif message_ids:
-            wanted = list(dict.fromkeys(str(i) for i in message_ids))
-            found = {m.id: m for m in self.history() if m.id in set(wanted)}
-            missing = [i for i in wanted if i not in found]
-            if missing:
-                raise ValueError(f"unknown message id(s) in this session: {missing}")
-            msgs = sorted(found.values(), key=lambda m: m.seq)
-            item = self._archive_item(msgs, "excerpt",
-                                      "excerpt:" + hashlib.sha256("|".join(wanted).encode()).hexdigest()[:32])
-            item.tags = json.dumps(tags)
-        else:
-            raise ValueError("give content or message_ids")
-        with self.store.db() as session:
-            self.archival.stage(session, [item])
-            session.commit()
+        item_id = self._archiver.save(content, message_ids, tags)
         self._recall.possible = True
-        self.archival.schedule()
-        return item.id
+        return item_id
 
     def retrieve(
         self,
@@ -510,15 +366,6 @@ class Memory:
         """Rebuild this scope's archival vectors from the store; returns how many were written."""
         return self.archival.reindex()
 
-    def _archive_item(self, messages: list[Message], kind: str, item_id: str) -> ArchiveItem:
-        body = "\n".join(f"{m.role}: {render_text(m.data)}" if m.role != "tool" else render_text(m.data)
-                         for m in messages)
-        return ArchiveItem(
-            id=item_id, namespace=self.scope, session=self._state.key, kind=kind, text=body,
-            message_ids=json.dumps([m.id for m in messages]), first_seq=messages[0].seq, last_seq=messages[-1].seq,
-            roles=",".join(dict.fromkeys(m.role for m in messages)), created_at=max(m.created_at for m in messages),
-        )
-
     # -- the agent's tools ---------------------------------------------------------
 
     def run_turn(self, client: Any, model: str, user_text: str, **kwargs: Any) -> TurnResult:
@@ -534,13 +381,11 @@ class Memory:
         Each name starts with ``prefix`` (default ``settings.tool_prefix``, e.g. ``memory_``
         gives ``memory_retrieve``) so it cannot collide with the app's own tools;
         :meth:`handle_tool_call` knows every prefix given here."""
-        prefix = self.settings.tool_prefix if prefix is None else check_prefix(prefix)
-        self._tool_prefixes.add(prefix)
-        return tool_schemas(prefix, names)
+        return self._tools.schemas(self.settings.tool_prefix if prefix is None else prefix, names)
 
     def is_memory_tool(self, name: str) -> bool:
         """Whether a tool call named ``name`` is one of memos' tools (under a known prefix)."""
-        return tool_name(name, tuple(self._tool_prefixes)) is not None
+        return self._tools.name(name) is not None
 
     def handle_tool_call(self, tool_call: Any) -> dict[str, Any]:
         """Run one memory tool call and return the ``tool`` message to add.
@@ -548,7 +393,7 @@ class Memory:
         Accepts the SDK's tool-call objects or their dicts. Whatever is wrong with the
         call comes back as an error result the model can read, never as an exception.
         """
-        return handle_tool_call(self, tool_call, prefixes=tuple(self._tool_prefixes))
+        return handle_tool_call(self, tool_call, prefixes=tuple(self._tools.prefixes))
 
     # -- lifecycle -----------------------------------------------------------------
 

@@ -32,9 +32,8 @@ if TYPE_CHECKING:
     from .memory import Memory
 
 __all__ = [
-    "AGENT_TOOLS", "REGISTRY", "TOOLS", "TOOL_NAMES", "MemoryTool", "check_prefix", "dispatch", "handle_tool_call", "run_tool",
-    "tool_name",
-    "tool_schemas",
+    "AGENT_TOOLS", "REGISTRY", "TOOLS", "TOOL_NAMES", "MemoryTool", "RequestTools", "check_prefix", "dispatch",
+    "handle_tool_call", "run_tool", "tool_name", "tool_schemas",
 ]
 
 MAX_TOP_K = 20
@@ -213,6 +212,48 @@ def tool_name(name: str, prefixes: Sequence[str] = ("",)) -> str | None:
         if name.startswith(prefix) and name[len(prefix):] in REGISTRY:
             return name[len(prefix):]
     return None
+
+
+class RequestTools:
+    """The tool schemas one session's requests carry, and the prefixes its memory tools go by.
+
+    ``tools`` (default: memos' own under ``prefix``) are what :meth:`tokens` and
+    :meth:`offers_archive` answer for when a request does not say; every prefix
+    :meth:`schemas` hands out is recognised by :meth:`name`.
+    """
+
+    def __init__(self, count: Callable[[Sequence[dict[str, Any]]], int], prefix: str = "",
+                 tools: Sequence[dict[str, Any]] | None = None) -> None:
+        self.count = count
+        self.prefixes = {check_prefix(prefix)}
+        self.default = tool_schemas(prefix) if tools is None else self.checked(tools)
+        self.default_tokens = self.count(self.default)
+
+    @staticmethod
+    def checked(tools: Any) -> list[dict[str, Any]]:
+        """``tools`` as a list, or ``ValueError`` when it is not a list of schemas."""
+        if not isinstance(tools, (list, tuple)) or not all(isinstance(t, dict) for t in tools):
+            raise ValueError("tools must be a list of function schemas (dicts), as sent in the request")
+        return list(tools)
+
+    def schemas(self, prefix: str, names: Sequence[str] = AGENT_TOOLS) -> list[dict[str, Any]]:
+        """:func:`tool_schemas`, remembering ``prefix``."""
+        self.prefixes.add(check_prefix(prefix))
+        return tool_schemas(prefix, names)
+
+    def name(self, called: str) -> str | None:
+        """The memory tool ``called`` stands for under a known prefix, or ``None``."""
+        return tool_name(called, tuple(self.prefixes))
+
+    def tokens(self, tools: Sequence[dict[str, Any]] | None = None) -> int:
+        """Tokens of ``tools`` (default: the session's) in a request."""
+        return self.default_tokens if tools is None else self.count(self.checked(tools))
+
+    def offers_archive(self, tools: Sequence[dict[str, Any]] | None = None) -> bool:
+        """Whether ``tools`` (default: the session's) include memos' ``archive``."""
+        fns = (t["function"] if isinstance(t.get("function"), dict) else t
+               for t in (self.default if tools is None else self.checked(tools)))
+        return any(isinstance(n := f.get("name"), str) and self.name(n) == "archive" for f in fns)
 
 
 TOOLS: tuple[dict[str, Any], ...] = tuple(tool_schemas())

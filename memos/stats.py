@@ -1,0 +1,53 @@
+""":class:`MemoryStats`: the sizes of one session's tiers and its paging counts, at a moment."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .assembly import ContextAssembler, Rooms
+from .tiers.cold import ColdTier
+from .tiers.hot import group_units
+
+__all__ = ["MemoryStats", "measure"]
+
+
+@dataclass(frozen=True)
+class MemoryStats:
+    """Sizes of the tiers and counts of paging events, at the moment of the call."""
+
+    messages: int
+    hot_messages: int
+    hot_tokens: int
+    pinned_messages: int
+    pinned_tokens: int
+    summary_tokens: int
+    summary_version: int
+    facts: int
+    pinned_facts: int
+    demotions: int
+    soft_compactions: int
+    context_tokens: int
+    budget_tokens: int
+    encoding: str
+
+
+def measure(assembler: ContextAssembler, cold: ColdTier) -> MemoryStats:
+    """The stats of the session ``assembler`` builds prompts for."""
+    a, s = assembler, assembler.state
+    facts = cold.facts()
+    return MemoryStats(
+        messages=s.count,
+        hot_messages=len(s.hot),
+        hot_tokens=sum(a.unit_tokens(u) for u in group_units(s.hot)),
+        pinned_messages=len(s.pinned),
+        pinned_tokens=a.pinned_section()[1],
+        summary_tokens=a.summary_section(None, None)[1],
+        summary_version=s.summary.version if s.summary else 0,
+        facts=len(facts),
+        pinned_facts=sum(1 for f in facts if f.pinned),
+        demotions=s.demotions,
+        soft_compactions=s.soft_compactions,
+        context_tokens=a.total(0, None, Rooms()),
+        budget_tokens=a.settings.budget_tokens,
+        encoding=a.counter.encoding_name,
+    )
