@@ -18,6 +18,7 @@ import json
 import os
 import platform
 import random
+import shutil
 import statistics
 import tempfile
 import time
@@ -92,6 +93,7 @@ def run_size(n: int, queries: int, seed: int) -> dict[str, float]:
         stored = s.execute(text("SELECT coalesce(sum(length(token_ids) + length(token_states)), 0) "
                                 "FROM memos_archive")).scalar_one()
     store.close()
+    shutil.rmtree(folder, ignore_errors=True)  # a 100k store is ~0.8 GB
     return {"units": n, "ingest_s": round(ingest_s, 1), "p50_ms": round(percentile(lat, 0.5), 2),
             "p95_ms": round(percentile(lat, 0.95), 2), "mean_ms": round(statistics.fmean(lat), 2), "queries": queries,
             "recall_p50_ms": round(percentile(recall_lat, 0.5), 2), "recall_p95_ms": round(percentile(recall_lat, 0.95), 2),

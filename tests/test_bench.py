@@ -170,3 +170,20 @@ def test_locomo_llm_needs_an_endpoint(monkeypatch, capsys):
         pytest.skip("LoCoMo data is not beside the repository")
     assert main(["bench", "locomo", "--data", str(LOCOMO), "--llm", "--questions", "1", "--conversations", "1"]) == 2
     assert "--llm needs" in capsys.readouterr().out
+
+
+def test_benchmark_stores_are_removed_when_a_run_ends(tmp_path, monkeypatch):
+    import tempfile
+
+    from memos.bench.strategies import make_strategy
+    from memos.tokens import TokenCounter
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where mkdtemp puts the stores,
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # in the overhead benchmark's worker processes too
+    strat = make_strategy("memos", TokenCounter(), 512)
+    strat.add({"role": "user", "content": "I keep my passport in the blue drawer."})
+    assert strat.context("where is my passport?") and list(tmp_path.iterdir())
+    strat.close()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("memos-")]
+    assert main(["bench", "overhead", "--sizes", "60", "--turns", "10", "--out", str(tmp_path / "o.json")]) == 0
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("memos-")] == []

@@ -15,6 +15,7 @@ from __future__ import annotations
 import multiprocessing
 import random
 import resource
+import shutil
 import sys
 import tempfile
 import time
@@ -58,12 +59,19 @@ def _percentile(values: Sequence[float], q: float) -> float:
 def measure(size: int, variant: str, turns: int = 300, budget: int = 4096) -> dict[str, Any]:
     """Fill a session to ``size`` messages, then time ``turns`` turns (in this process)."""
     from ..config import MemosSettings
+
+    settings = replace(MemosSettings.from_env(), budget_tokens=budget, auto_recall=variant == "memos")
+    folder = Path(tempfile.mkdtemp(prefix="memos-overhead-"))
+    try:
+        return _measure(variant, size, turns, settings, folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _measure(variant: str, size: int, turns: int, settings: Any, folder: Path) -> dict[str, Any]:
     from ..memory import Memory
 
-    settings = MemosSettings.from_env()
     recall = variant == "memos"
-    settings = replace(settings, budget_tokens=budget, auto_recall=recall)
-    folder = Path(tempfile.mkdtemp(prefix="memos-overhead-"))
     if recall:
         mem = Memory("overhead", store=folder / "memos.db", settings=settings)
     else:  # nothing reads the vectors without recall: no model, so only paging and assembly are timed

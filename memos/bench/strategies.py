@@ -24,6 +24,7 @@ within the budget (except ``full_history``). The strategies that embed share one
 from __future__ import annotations
 
 import re
+import shutil
 import sqlite3
 import tempfile
 import threading
@@ -405,8 +406,11 @@ class MemosStrategy:
         self.flushed = False
 
     def close(self) -> None:
-        self.memory.close()
-        self.store.close()
+        try:
+            self.memory.close()
+            self.store.close()
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 STRATEGIES = ("full_history", "sliding_window", "summary_buffer", "rag_only", "search", "memos")
