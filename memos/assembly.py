@@ -10,6 +10,7 @@ state, the cold tier and recall; it changes nothing but its caches.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -154,13 +155,24 @@ class ContextAssembler:
                 chosen.append(terms)
                 distinct.append(entry)
         taken: list[tuple[str, int | None]] = []
+        said: list[str] = []
+        # a line whose words a line already taken holds verbatim (a rule and the pinned message
+        # it came from) is shown by that line: (its index, the fact id)
+        covered: list[tuple[int, int | None]] = []
         for line, fid, _seq, _conf in distinct + later:
+            words = _said(line)
+            by = next((i for i, t in enumerate(said) if words and f" {words} " in f" {t} "), None)
+            if by is not None:
+                covered.append((by, fid))
+                continue
             cost = self.counter.count(line) + 2
             if used + cost <= cap:
                 taken.append((line, fid))
+                said.append(words)
                 used += cost
         while True:  # the line telling the agent about the rest must fit too
-            skipped = len(auto) - len(taken)
+            covered = [c for c in covered if c[0] < len(taken)]
+            skipped = len(auto) - len(taken) - len(covered)
             notice = [f"+{skipped} more stated rule(s), kept as facts: shown when relevant, found by `retrieve`"]
             notice = notice if skipped else []
             msg = pinned_message(lines + [ln for ln, _ in taken] + notice)
@@ -168,7 +180,7 @@ class ContextAssembler:
             if not skipped or out[1] <= max(cap, used) or not taken:
                 break
             taken.pop()
-        shown.update(fid for _, fid in taken if fid is not None)
+        shown.update(fid for _, fid in taken + covered if fid is not None)
         if len(self._pinned_shown) > 16:
             self._section_cache = {k: v for k, v in self._section_cache.items() if k[0] != "pinned"}
             self._pinned_shown.clear()
@@ -449,6 +461,16 @@ class ContextAssembler:
             notice=notice,
         )
         return [copy.deepcopy(d) if ("tool_calls" in d or isinstance(d.get("content"), list)) else dict(d) for d in out]
+
+
+_WORDS = re.compile(r"\w+")
+_LABEL = re.compile(r"^(?:\(\w+, #\d+\) |[a-z_]+(?: [^:]{0,40})?: )")
+
+
+def _said(line: str) -> str:
+    """A pinned line's words without its label (``constraint:``, ``(user, #12)``), lower-cased,
+    punctuation and spacing dropped: what containment is checked on."""
+    return " ".join(_WORDS.findall(_LABEL.sub("", line, count=1).lower()))
 
 
 def _net_fact(f: Fact) -> bool:

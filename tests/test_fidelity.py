@@ -229,3 +229,14 @@ def test_rules_from_the_held_back_split_stay_in_every_later_prompt(case):
                         assert r in text_of(ctx) or ("more stated rule(s)" in pinned and r in facts), r
         finally:
             mem.close()
+
+
+def test_a_rule_and_the_pinned_message_it_came_from_are_shown_once(make_memory):
+    mem = make_memory(budget=1024)
+    mem.add([user("I totally agree with you. Never book me on night flights, they wreck my sleep. Anyway, great talk."),
+             assistant("Understood.")])
+    for i in range(30):
+        mem.add([user(f"What is the weather like in town number {i} in the spring?"), assistant("Mild and sunny. " * 10)])
+    assert mem.stats().demotions and mem.pinned_messages()  # the guard kept the rule's message
+    pinned = next(m["content"] for m in mem.context() if PINNED_HEADER in str(m.get("content")))
+    assert pinned.count("Never book me on night flights") == 1, pinned
