@@ -5,10 +5,8 @@
 
 ``train`` fits :class:`memos.text.rules.RuleClassifier`'s weights on the *train* split of
 ``tests/data/rules/corpus.tsv`` only (logistic regression, class-balanced) and picks its
-threshold by 5-fold cross-validation on that split: the score threshold with the best pooled
-cross-validated F2, where recall weighs twice precision. A missed rule is gone from every
-later prompt; a false one takes a line of the pinned section, whose cap bounds the cost (on
-chatty sessions the section is full either way). Then it writes ``memos/text/rules_model.json``.
+threshold by 5-fold cross-validation on that split (the score threshold with the best pooled
+cross-validated F1), then writes ``memos/text/rules_model.json``.
 
 ``evaluate`` measures the shipped weights, per language: precision and recall on the train
 split, on the held-back *test* split, on the *holdout* split (sentences written after the
@@ -146,12 +144,12 @@ def train(out: Path = MODEL_FILE, *, progress: Callable[[str], None] = print) ->
     model = LogisticRegression(C=8.0, max_iter=5000, class_weight="balanced")
     progress(f"cross-validating on {len(rows)} train sentences")
     cv = cross_val_predict(model, x, y, cv=StratifiedKFold(5, shuffle=True, random_state=0), method="predict_proba")[:, 1]
-    def f2(t: float) -> float:  # recall weighs twice precision (see the module docs)
+    def f1(t: float) -> float:
         pred = cv >= t
         tp = float((pred & (y == 1)).sum())
-        return 5 * tp / max(1.0, float(pred.sum() + 4 * (y == 1).sum()))
+        return 2 * tp / max(1.0, float(pred.sum() + (y == 1).sum()))
 
-    threshold = float(round(max(np.arange(0.20, 0.81, 0.01), key=f2), 2))
+    threshold = float(round(max(np.arange(0.20, 0.81, 0.01), key=f1), 2))
     model.fit(x, y)
     names = vec.get_feature_names_out()
     rule = {str(n): round(float(w), 4) for n, w in zip(names, model.coef_[0], strict=False) if abs(w) >= 1e-3}

@@ -47,7 +47,7 @@ def test_recorded_minilm_results_are_those_of_the_shipped_weights():
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_held_back_test_split_recall_and_precision_do_not_regress(lang):
     r = evaluate(default_classifier(), data=Path("/nonexistent"))["results"][f"test/{lang}"]
-    # the n-gram model alone, recorded: en 0.959 / 0.682, zh 0.948 / 0.833
+    # the n-gram model alone, recorded: en 0.959 / 0.690, zh 0.940 / 0.826
     assert r["recall"] >= 0.92
     assert r["precision"] >= 0.68
 
@@ -57,9 +57,9 @@ def test_minilm_judges_english_better_than_the_ngrams_alone_on_the_test_split():
     minilm = MiniLMRuleClassifier()
     both = evaluate(minilm, data=Path("/nonexistent"))["results"]
     alone = evaluate(default_classifier(), data=Path("/nonexistent"))["results"]
-    # recorded: en 0.967 / 0.830 against 0.959 / 0.682; Chinese is the n-gram model's in both
+    # recorded: en 0.967 / 0.796 against 0.959 / 0.690; Chinese is the n-gram model's in both
     assert both["test/en"]["recall"] >= 0.95 and both["test/en"]["precision"] >= alone["test/en"]["precision"] + 0.05
-    # and on the holdout split (recorded: 0.974 / 0.895 against 0.948 / 0.796)
+    # and on sentences written after both were trained (recorded: 0.974 / 0.847 against 0.948 / 0.785)
     assert both["holdout/en"]["recall"] >= 0.95 and both["holdout/en"]["precision"] >= alone["holdout/en"]["precision"] + 0.03
     assert both["test/zh"] == alone["test/zh"]
     chinese = minilm.judge(["机票一律订经济舱。"])[0]
@@ -127,14 +127,8 @@ def test_minilm_is_used_when_asked_and_pins_what_it_judges(monkeypatch, make_mem
     monkeypatch.setattr(rules, "_DEFAULT", None)
     monkeypatch.setenv("MEMOS_RULE_MODEL", "minilm")
     assert isinstance(rules.default_detector(), MiniLMRuleClassifier)
-    minilm, ngrams = rules.default_detector(), default_classifier()
-    said = ["Skip red-eye flights entirely.", "Please cancel my 2pm meeting.", "I used metric units in my thesis.",
-            "Do you only wear black?", "Show me hotels in Chiado within my budget.", "You must have a lot of patience.",
-            "I never say no to a good coffee.", "Book economy class only."]
-    rule = {t: minilm.judge([t])[0].is_rule for t in said}
-    assert any(rule[t] != ngrams.judge([t])[0].is_rule for t in said)  # the two models disagree somewhere
     mem = make_memory(budget=2048)
-    for t in said:
-        mem.add({"role": "user", "content": t})
-    pinned = {f.value for f in mem.facts() if f.pinned}
-    assert pinned == {t for t in said if rule[t]}  # what the session pins is MiniLM's judgement
+    mem.add({"role": "user", "content": "Skip red-eye flights entirely."})
+    mem.add({"role": "user", "content": "Please cancel my 2pm meeting."})  # the n-gram model alone scores it 0.46
+    pinned = [f.value for f in mem.facts() if f.pinned]
+    assert pinned == ["Skip red-eye flights entirely."]
