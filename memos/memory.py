@@ -164,8 +164,8 @@ class Memory:
         """
         if isinstance(reserve, bool) or not isinstance(reserve, int) or reserve < 0:
             raise ValueError(f"reserve must be a non-negative int of tokens, got {reserve!r}")
-        self._assembler.tools_tokens = self._tools.tokens(tools) + reserve
-        self._assembler.archive_offered = self._tools.offers_archive(tools)
+        tokens, self._assembler.archive_offered = self._tools.measure(tools)
+        self._assembler.tools_tokens = tokens + reserve
         query_msg, extra = self._assembler.query_message(query)
         rooms = self._compactor.page(extra, query, strict=True)
         return self._assembler.build(query_msg, query, rooms)

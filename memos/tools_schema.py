@@ -217,9 +217,9 @@ def tool_name(name: str, prefixes: Sequence[str] = ("",)) -> str | None:
 class RequestTools:
     """The tool schemas one session's requests carry, and the prefixes its memory tools go by.
 
-    ``tools`` (default: memos' own under ``prefix``) are what :meth:`tokens` and
-    :meth:`offers_archive` answer for when a request does not say; every prefix
-    :meth:`schemas` hands out is recognised by :meth:`name`.
+    ``tools`` (default: memos' own under ``prefix``) are what :meth:`measure` answers for
+    when a request does not say; every prefix :meth:`schemas` hands out is recognised by
+    :meth:`name`.
     """
 
     def __init__(self, count: Callable[[Sequence[dict[str, Any]]], int], prefix: str = "",
@@ -245,15 +245,13 @@ class RequestTools:
         """The memory tool ``called`` stands for under a known prefix, or ``None``."""
         return tool_name(called, tuple(self.prefixes))
 
-    def tokens(self, tools: Sequence[dict[str, Any]] | None = None) -> int:
-        """Tokens of ``tools`` (default: the session's) in a request."""
-        return self.default_tokens if tools is None else self.count(self.checked(tools))
-
-    def offers_archive(self, tools: Sequence[dict[str, Any]] | None = None) -> bool:
-        """Whether ``tools`` (default: the session's) include memos' ``archive``."""
-        fns = (t["function"] if isinstance(t.get("function"), dict) else t
-               for t in (self.default if tools is None else self.checked(tools)))
-        return any(isinstance(n := f.get("name"), str) and self.name(n) == "archive" for f in fns)
+    def measure(self, tools: Sequence[dict[str, Any]] | None = None) -> tuple[int, bool]:
+        """Tokens ``tools`` (default: the session's) add to a request, and whether they
+        include memos' ``archive``; ``ValueError`` when they are not a list of schemas."""
+        given = self.default if tools is None else self.checked(tools)
+        tokens = self.default_tokens if tools is None else self.count(given)
+        fns = (t["function"] if isinstance(t.get("function"), dict) else t for t in given)
+        return tokens, any(isinstance(n := f.get("name"), str) and self.name(n) == "archive" for f in fns)
 
 
 TOOLS: tuple[dict[str, Any], ...] = tuple(tool_schemas())

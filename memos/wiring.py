@@ -95,7 +95,7 @@ def wire(
     state = SessionState(namespace)
     state.load(store)
     recall = Recall(state, settings, counter, cold, archival)
-    assembler = ContextAssembler(state, settings, counter, cold, recall, request_tools.tokens())
+    assembler = ContextAssembler(state, settings, counter, cold, recall, request_tools.measure()[0])
     archiver = Archiver(state, scope, store, archival)
 
     def reload() -> None:

@@ -24,6 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ..config import MemosSettings
 from .progress import ProgressFn
 
 __all__ = ["VARIANTS", "chat_messages", "measure", "run_overhead"]
@@ -58,8 +59,6 @@ def _percentile(values: Sequence[float], q: float) -> float:
 
 def measure(size: int, variant: str, turns: int = 300, budget: int = 4096) -> dict[str, Any]:
     """Fill a session to ``size`` messages, then time ``turns`` turns (in this process)."""
-    from ..config import MemosSettings
-
     settings = replace(MemosSettings.from_env(), budget_tokens=budget, auto_recall=variant == "memos")
     folder = Path(tempfile.mkdtemp(prefix="memos-overhead-"))
     try:
@@ -68,7 +67,7 @@ def measure(size: int, variant: str, turns: int = 300, budget: int = 4096) -> di
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _measure(variant: str, size: int, turns: int, settings: Any, folder: Path) -> dict[str, Any]:
+def _measure(variant: str, size: int, turns: int, settings: MemosSettings, folder: Path) -> dict[str, Any]:
     from ..memory import Memory
 
     recall = variant == "memos"
