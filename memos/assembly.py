@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .config import MemosSettings
+from .embeddings import Similarities
 from .messages import Message
 from .paging.context import assemble, facts_message, pinned_message, pressure_message, recall_message, summary_message
 from .paging.guards import extract_constraints
@@ -31,6 +32,7 @@ from .tokens import REPLY_PRIMING, TokenCounter
 __all__ = ["ContextAssembler", "Rooms", "recall_room"]
 
 _MIN_CLIP_TOKENS = 48
+MEANING_WEIGHT = 8.0
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,7 @@ class ContextAssembler:
         self._render_cache: dict[tuple[str, int, bool], tuple[dict[str, Any], int]] = {}
         self._section_cache: dict[tuple[Any, ...], tuple[dict[str, Any] | None, int]] = {}
         self._hot_cache: tuple[tuple[Any, ...], int] | None = None
+        self._similarities = Similarities(lambda: recall.archival.model)
 
     def reset(self) -> None:
         """Drop every cache (the session was read again)."""
@@ -127,9 +130,10 @@ class ContextAssembler:
 
     def pinned_section(self, query: str | None = None, room: int | None = None) -> tuple[dict[str, Any] | None, int]:
         """The pinned section: every explicit pin (``pin()``), then the rules pinned
-        automatically, ranked by relevance to the latest user message (or ``query``), then by
-        recency, within the section's cap (``room``, when smaller). Rules past the cap stay
-        facts, shown in the facts section when relevant; a line tells the agent so."""
+        automatically, ranked by relevance to the latest user message (or ``query``), by the
+        detector's confidence and by recency (:meth:`_rank_rules`), within the section's cap
+        (``room``, when smaller). Rules past the cap stay facts, shown in the facts section when
+        relevant; a line tells the agent so."""
         key = self._pinned_key(query, room)
         hit = self._section_cache.get(key)
         if hit is not None:
@@ -137,14 +141,12 @@ class ContextAssembler:
         text = self.relevance_text(query)
         cap = self.settings.pinned_max_tokens if room is None else min(room, self.settings.pinned_max_tokens)
         explicit, auto = self.pinned_lines()
-        wanted = content_terms(text)
-        # relevance to what is asked (capped, so one shared word does not outrank a sure rule),
-        # how sure the detector was, then recency; a line nearly the same as one already chosen
-        # waits (twenty "look up record N please" are not twenty rules)
-        ranked = sorted(auto, key=lambda a: (-(min(2, len(wanted & content_terms(a[0]))) + 2 * a[3]), -a[2]))
         lines = [line for line, _ in explicit]
         shown = {fid for _, fid in explicit if fid is not None}
         used = self.counter.count_message(pinned_message(lines or ["x"]) or {})
+        ranked = self._rank_rules(text, auto, cap - used)
+        # a line nearly the same as one already chosen waits (twenty "look up record N please"
+        # are not twenty rules)
         chosen: list[frozenset[str]] = []
         distinct, later = [], []
         for entry in ranked:
@@ -187,6 +189,24 @@ class ContextAssembler:
         self._section_cache[key] = out
         self._pinned_shown[key] = frozenset(shown)
         return out
+
+    def _rank_rules(self, text: str, auto: list[tuple[str, int | None, int, float]], room: int
+                    ) -> list[tuple[str, int | None, int, float]]:
+        """The automatic pins, those to show first first: by relevance to what is asked, then
+        how sure the detector was, then recency. Relevance is shared words (capped, so one
+        shared word does not outrank a sure rule) and, when the rules do not all fit in
+        ``room``, similarity by meaning ("makeup brands" asks about "beauty products"):
+        ``MEANING_WEIGHT`` makes a related rule's lead over an unrelated one (cosine ~0.25
+        apart) worth the whole range of the other two."""
+        wanted = content_terms(text)
+        sims = None
+        if text and sum(self.counter.count(a[0]) + 2 for a in auto) > room:
+            sims = self._similarities(text, [_said(a[0]) for a in auto])
+        meaning = sims or [0.0] * len(auto)
+        order = sorted(range(len(auto)), key=lambda i: (
+            -(MEANING_WEIGHT * meaning[i] + min(2, len(wanted & content_terms(auto[i][0]))) + 2 * auto[i][3]),
+            -auto[i][2]))
+        return [auto[i] for i in order]
 
     def _pinned_key(self, query: str | None, room: int | None) -> tuple[Any, ...]:
         return ("pinned", self.cold.version, tuple((m.id, m.pinned) for m in self.state.pinned),

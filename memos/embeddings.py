@@ -33,8 +33,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["ChromaEmbedder", "DEFAULT_MODEL", "Embedder", "MiniLMEmbedder", "OnnxEmbedder", "TokenStates", "covers",
-           "load_embedder", "resolve_model_dir", "token_states"]
+__all__ = ["ChromaEmbedder", "DEFAULT_MODEL", "Embedder", "MiniLMEmbedder", "OnnxEmbedder", "Similarities", "TokenStates",
+           "covers", "load_embedder", "resolve_model_dir", "token_states"]
 
 log = logging.getLogger("memos.embeddings")
 
@@ -269,3 +269,35 @@ def load_embedder(model_dir: str | Path | None = None) -> Embedder | None:
                             "(model.onnx, tokenizer.json).", where)
                 _CACHE[key] = None
         return _CACHE[key]
+
+
+class Similarities:
+    """Similarity by meaning between a query and short texts (the pinned rules), by one
+    embedding model, each text embedded once (the newest ``size`` kept)."""
+
+    def __init__(self, model: Callable[[], Embedder | None], size: int = 4096) -> None:
+        """``model`` gives the embedding model when it is first needed (None: there is none)."""
+        self._model = model
+        self._vectors: dict[str, Any] = {}
+        self._size = size
+        self._failed = False
+
+    def __call__(self, query: str, texts: Sequence[str]) -> list[float] | None:
+        """Cosine similarity of ``query`` to each of ``texts`` (0.0 for a text the model does
+        not cover); None when there is no model, it does not cover ``query``, or it failed."""
+        embedder = self._model()
+        if embedder is None or self._failed or not covers(embedder, query):
+            return None
+        wanted = [t for t in dict.fromkeys([query, *texts]) if t not in self._vectors and covers(embedder, t)]
+        try:
+            for text, vector in zip(wanted, embedder(wanted) if wanted else [], strict=True):
+                self._vectors[text] = vector
+        except Exception as exc:  # ranking by meaning is an aid: without it, words rank
+            log.warning("the embedding model failed (%s); pinned rules are ranked by words", exc)
+            self._failed = True
+            return None
+        q = self._vectors[query]
+        out = [float(np.dot(q, self._vectors[t])) if t in self._vectors else 0.0 for t in texts]
+        while len(self._vectors) > self._size:
+            self._vectors.pop(next(iter(self._vectors)))
+        return out

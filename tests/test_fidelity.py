@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from memos import Memory, MemosSettings, PinLimitExceeded
 from memos.paging.context import PINNED_HEADER, PRESSURE_HEADER, find_orphans
-from tests.conftest import assistant, user
+from tests.conftest import assistant, needs_model, user
 from tests.test_rules import load_corpus
 
 CORPUS = load_corpus()
@@ -70,6 +70,23 @@ def test_the_rule_most_relevant_to_the_question_is_shown_first(make_memory):
     ctx = mem.context(query="Which dishes on this menu have sesame in them?")
     pinned = next(m["content"] for m in ctx if PINNED_HEADER in str(m.get("content")))
     assert "allergic to sesame" in pinned
+
+
+@needs_model
+@pytest.mark.parametrize("rule, question", [
+    ("I won't eat shellfish of any kind.", "Suggest a good seafood restaurant near the harbour."),
+    ("Please avoid any beauty products tested on animals.", "Which makeup brands would you recommend?"),
+    ("Never book me on a flight that departs after 10pm.", "Find me a plane ticket from Lisbon to Berlin."),
+])
+def test_a_rule_related_in_meaning_but_not_in_words_is_shown_when_rules_overflow(make_memory, rule, question):
+    mem = make_memory(budget=700)
+    mem.add([user(rule), assistant("Noted.")])
+    for r in TEST_RULES["en"][:45]:
+        mem.add([user(r), assistant("Noted.")])
+    ctx = mem.context(query=question)
+    pinned = next(m["content"] for m in ctx if PINNED_HEADER in str(m.get("content")))
+    assert "more stated rule(s), kept as facts" in pinned  # the rules overflow: ranking decides
+    assert rule in pinned
 
 
 def test_explicit_pins_over_the_cap_are_refused_at_pin_time(make_memory):
@@ -240,3 +257,21 @@ def test_a_rule_and_the_pinned_message_it_came_from_are_shown_once(make_memory):
     assert mem.stats().demotions and mem.pinned_messages()  # the guard kept the rule's message
     pinned = next(m["content"] for m in mem.context() if PINNED_HEADER in str(m.get("content")))
     assert pinned.count("Never book me on night flights") == 1, pinned
+
+
+def test_ranking_by_meaning_gives_way_to_words_when_the_model_is_missing_or_fails(caplog):
+    from memos.embeddings import Similarities
+
+    assert Similarities(lambda: None)("find a seafood place", ["I won't eat shellfish."]) is None
+
+    class Broken:
+        name = "broken"
+
+        def __call__(self, texts):
+            raise RuntimeError("model file is corrupt")
+
+    sims = Similarities(lambda: Broken())
+    assert sims("find a seafood place", ["I won't eat shellfish."]) is None
+    assert "ranked by words" in caplog.text
+    assert sims("again", ["x"]) is None  # one warning, not one per prompt
+    assert caplog.text.count("ranked by words") == 1

@@ -162,6 +162,12 @@ class ArchivalTier:
         self.tokens.reset()
 
     @property
+    def model(self) -> Embedder | None:
+        """The embedding model, loaded on first use; None without one."""
+        self._resolve()
+        return self.embedder
+
+    @property
     def dense(self) -> bool:
         """Whether dense search is available (a model and a vector backend)."""
         self._resolve()
