@@ -90,3 +90,12 @@ def test_every_identifier_of_the_session_is_in_the_context_or_the_facts(replay):
     assert len([f for f in addresses if f.status == "superseded"]) == 2
     assert result.identifiers_missing == []
     mem.close()
+
+
+def test_a_demo_run_without_a_store_leaves_nothing_behind(tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    result = run_demo(turns=40, budget=2048)
+    assert result.messages_logged > 40  # it ran, on a store of its own
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("memos-demo-")] == []

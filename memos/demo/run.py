@@ -9,6 +9,7 @@ and how many prompts held an orphan tool message (it must be none).
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -72,10 +73,12 @@ def run_demo(
     on_turn: Callable[[int], None] | None = None,
     session: list[Turn] | None = None,
 ) -> DemoResult:
-    """Replay the packaged session (or ``session``) and return the measurements."""
+    """Replay the packaged session (or ``session``) and return the measurements. Without
+    ``store``, the run uses a temporary one and removes it when it ends."""
     script = session if session is not None else demo_session(turns, seed)
-    if store is None:
-        store = Path(tempfile.mkdtemp(prefix="memos-demo-")) / "demo.db"
+    scratch = Path(tempfile.mkdtemp(prefix="memos-demo-")) if store is None else None
+    if scratch is not None:
+        store = scratch / "demo.db"
     current = {"turn": 0}
 
     def forward(event: PagingEvent) -> None:
@@ -150,6 +153,8 @@ def run_demo(
         result.identifiers_missing = [i for i in result.identifiers if i not in findable]
     finally:
         mem.close()
+        if scratch is not None:  # a store of its own making: nothing of the run is left behind
+            shutil.rmtree(scratch, ignore_errors=True)
     return result
 
 
