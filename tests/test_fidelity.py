@@ -275,3 +275,13 @@ def test_ranking_by_meaning_gives_way_to_words_when_the_model_is_missing_or_fail
     assert "ranked by words" in caplog.text
     assert sims("again", ["x"]) is None  # one warning, not one per prompt
     assert caplog.text.count("ranked by words") == 1
+
+
+@needs_model
+def test_the_english_model_does_not_rank_a_chinese_question_by_meaning():
+    from memos.embeddings import Similarities, load_embedder
+
+    sims = Similarities(load_embedder)
+    assert sims("帮我订一张去北京的机票。", ["出差只坐高铁，不坐飞机。"]) is None  # words rank instead
+    english = sims("Book me a flight to Beijing.", ["Only take the train on business trips.", "出差只坐高铁。"])
+    assert english is not None and english[0] > 0.1 and english[1] == 0.0
