@@ -67,7 +67,7 @@ class ContextAssembler:
         self._render_cache: dict[tuple[str, int, bool], tuple[dict[str, Any], int]] = {}
         self._section_cache: dict[tuple[Any, ...], tuple[dict[str, Any] | None, int]] = {}
         self._hot_cache: tuple[tuple[Any, ...], int] | None = None
-        self._similarities = Similarities(lambda: recall.archival.model)
+        self._similarities = Similarities(lambda: recall.archival.model, query_vector=recall.archival.query_vector)
 
     def reset(self) -> None:
         """Drop every cache (the session was read again)."""

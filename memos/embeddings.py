@@ -275,9 +275,13 @@ class Similarities:
     """Similarity by meaning between a query and short texts (the pinned rules), by one
     embedding model, each text embedded once (the newest ``size`` kept)."""
 
-    def __init__(self, model: Callable[[], Embedder | None], size: int = 4096) -> None:
-        """``model`` gives the embedding model when it is first needed (None: there is none)."""
+    def __init__(self, model: Callable[[], Embedder | None], size: int = 4096,
+                 query_vector: Callable[[str], Any] | None = None) -> None:
+        """``model`` gives the embedding model when it is first needed (None: there is none);
+        ``query_vector``, when given, the query's vector by that model from a cache shared
+        with search (else the query is embedded here)."""
         self._model = model
+        self._query_vector = query_vector
         self._vectors: dict[str, Any] = {}
         self._size = size
         self._failed = False
@@ -288,15 +292,16 @@ class Similarities:
         embedder = self._model()
         if embedder is None or self._failed or not covers(embedder, query):
             return None
-        wanted = [t for t in dict.fromkeys([query, *texts]) if t not in self._vectors and covers(embedder, t)]
+        own = [] if self._query_vector is not None else [query]
+        wanted = [t for t in dict.fromkeys([*own, *texts]) if t not in self._vectors and covers(embedder, t)]
         try:
             for text, vector in zip(wanted, embedder(wanted) if wanted else [], strict=True):
                 self._vectors[text] = vector
+            q = self._vectors[query] if self._query_vector is None else self._query_vector(query)
         except Exception as exc:  # ranking by meaning is an aid: without it, words rank
             log.warning("the embedding model failed (%s); pinned rules are ranked by words", exc)
             self._failed = True
             return None
-        q = self._vectors[query]
         out = [float(np.dot(q, self._vectors[t])) if t in self._vectors else 0.0 for t in texts]
         while len(self._vectors) > self._size:
             self._vectors.pop(next(iter(self._vectors)))

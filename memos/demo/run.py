@@ -76,8 +76,9 @@ def run_demo(
     """Replay the packaged session (or ``session``) and return the measurements. Without
     ``store``, the run uses a temporary one and removes it when it ends."""
     script = session if session is not None else demo_session(turns, seed)
-    scratch = Path(tempfile.mkdtemp(prefix="memos-demo-")) if store is None else None
-    if scratch is not None:
+    scratch = None
+    if store is None:
+        scratch = Path(tempfile.mkdtemp(prefix="memos-demo-"))
         store = scratch / "demo.db"
     current = {"turn": 0}
 

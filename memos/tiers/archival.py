@@ -167,6 +167,11 @@ class ArchivalTier:
         self._resolve()
         return self.embedder
 
+    def query_vector(self, query: str) -> Any:
+        """``query``'s vector by the embedding model, cached with the one search uses."""
+        self._resolve()
+        return self._query(query)[0]
+
     @property
     def dense(self) -> bool:
         """Whether dense search is available (a model and a vector backend)."""
