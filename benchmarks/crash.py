@@ -5,7 +5,8 @@
 Each round starts a child (``python -m benchmarks.crash child STORE SESSION SEED``) that
 adds messages to one session with a small budget (so demotions, soft compactions and
 archive writes are frequent) and prints ``ACK <id>`` after every ``add`` returns. The
-child is killed after a random delay; then the session is reopened and checked:
+child is killed after a few acknowledgements and a random delay; then the session is
+reopened and checked:
 
 - every acknowledged message is in the log;
 - the context is within the budget and holds no orphan tool message;
@@ -20,16 +21,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 BUDGET = 700
+STARTUP_SECONDS = 120.0
 
 
 def child(store: str, session: str, seed: int, count: int | None = None) -> int:
@@ -88,6 +92,33 @@ class CrashReport:
                     or self.integrity_failures)
 
 
+class _Lines:
+    """A child's stdout lines, read by a thread so the parent can wait with a timeout."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._ended = False
+        self._thread = threading.Thread(target=self._read, args=(proc,), daemon=True)
+        self._thread.start()
+
+    def _read(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            self._queue.put(line)
+        self._queue.put(None)
+
+    def get(self, timeout: float | None = None) -> str | None:
+        """The next line; None at the end of the stream or after ``timeout`` seconds."""
+        if self._ended:
+            return None
+        try:
+            line = self._queue.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        self._ended = line is None
+        return line
+
+
 def _check(store: Path, session: str, acked: set[str], report: CrashReport) -> None:
     from chromadb.api.client import SharedSystemClient
     from sqlalchemy import text
@@ -120,8 +151,9 @@ def _check(store: Path, session: str, acked: set[str], report: CrashReport) -> N
 
 
 def run_kills(store: str | Path, kills: int, *, seed: int = 1, session: str = "crash",
-              max_delay: float = 1.5, progress: Any = None) -> CrashReport:
-    """``kills`` rounds of start, SIGKILL after a random delay, reopen and check."""
+              max_delay: float = 1.5, max_acks: int = 3, progress: Any = None) -> CrashReport:
+    """``kills`` rounds of start, SIGKILL after up to ``max_acks`` acknowledged messages and a
+    random delay, reopen and check."""
     rng = random.Random(seed)
     store = Path(store)
     report = CrashReport()
@@ -132,15 +164,23 @@ def run_kills(store: str | Path, kills: int, *, seed: int = 1, session: str = "c
     for r in range(kills):
         proc = subprocess.Popen([sys.executable, "-m", "benchmarks.crash", "child", str(store), session, str(seed * 100_000 + r)],
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=root, env=env)
-        assert proc.stdout is not None
-        first = proc.stdout.readline()
-        if first.strip() != "READY":
+        lines = _Lines(proc)
+        first = lines.get(timeout=STARTUP_SECONDS)
+        if first is None or first.strip() != "READY":
             proc.kill()
             raise RuntimeError(f"the ingesting child did not start (said {first!r})")
+        # The kill waits for a few acknowledgements first, so that every round does work however
+        # slow the machine, then lands at a random moment of what follows (often inside an add).
+        for _ in range(rng.randint(0, max_acks)):
+            line = lines.get(timeout=STARTUP_SECONDS)
+            if line is None:
+                break
+            if line.startswith("ACK "):
+                acked.add(line[4:].strip())
         time.sleep(rng.uniform(0.0, max_delay))
         proc.send_signal(signal.SIGKILL)
-        out, _ = proc.communicate()
-        for line in out.splitlines():
+        proc.wait()
+        while (line := lines.get()) is not None:
             if line.startswith("ACK "):
                 acked.add(line[4:].strip())
         report.rounds += 1

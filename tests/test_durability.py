@@ -27,7 +27,7 @@ KILLS = int(os.environ.get("MEMOS_KILL_ROUNDS", "50"))
 @needs_model  # it checks the vectors against the archive after each restart
 @pytest.mark.skipif(bool(POSTGRES), reason="the kill test checks a local SQLite file")
 def test_sigkill_at_random_moments_loses_nothing_and_leaves_nothing_half_done(tmp_path):
-    report = run_kills(tmp_path / "crash.db", KILLS, seed=7, max_delay=1.0)
+    report = run_kills(tmp_path / "crash.db", KILLS, seed=7, max_delay=0.5)
     assert report.rounds == KILLS and report.acked > KILLS
     assert report.lost == []
     assert report.over_budget == 0 and report.orphan_contexts == 0
