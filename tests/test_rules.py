@@ -47,9 +47,9 @@ def test_recorded_minilm_results_are_those_of_the_shipped_weights():
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_held_back_test_split_recall_and_precision_do_not_regress(lang):
     r = evaluate(default_classifier(), data=Path("/nonexistent"))["results"][f"test/{lang}"]
-    # the n-gram model alone, recorded: en 0.959 / 0.678, zh 0.948 / 0.809
+    # the n-gram model alone, recorded: en 0.950 / 0.706, zh 0.948 / 0.827
     assert r["recall"] >= 0.93
-    assert r["precision"] >= 0.66
+    assert r["precision"] >= 0.69
 
 
 @needs_model
@@ -57,9 +57,9 @@ def test_minilm_judges_english_better_than_the_ngrams_alone_on_the_test_split():
     minilm = MiniLMRuleClassifier()
     both = evaluate(minilm, data=Path("/nonexistent"))["results"]
     alone = evaluate(default_classifier(), data=Path("/nonexistent"))["results"]
-    # recorded (recall / precision / F1): 0.992 / 0.755 / 0.857 against 0.959 / 0.678 / 0.795
+    # recorded (recall / precision / F1): 0.983 / 0.804 / 0.885 against 0.950 / 0.706 / 0.810
     assert both["test/en"]["recall"] >= 0.95 and both["test/en"]["f1"] >= alone["test/en"]["f1"] + 0.04
-    # on sentences written after the first weights were fitted: 0.995 / 0.793 / 0.883 against 0.959 / 0.804 / 0.875
+    # on sentences written after the first weights were fitted: 0.979 / 0.825 / 0.896 against 0.943 / 0.809 / 0.871
     assert both["holdout/en"]["recall"] > alone["holdout/en"]["recall"] and both["holdout/en"]["f1"] > alone["holdout/en"]["f1"]
     assert both["test/zh"] == alone["test/zh"]
     chinese = minilm.judge(["机票一律订经济舱。"])[0]
@@ -106,6 +106,14 @@ def test_a_past_form_inside_a_relative_clause_does_not_make_a_rule_a_story():
     # the tense cues are read on the main clause; a demonstrative "that" opens no clause
     assert "en:past" not in features(rules[0]) and "en:past_clause" in features(rules[0])
     assert "en:past" in features(stories[3]) and "en:past_clause" not in features(stories[4])
+
+
+def test_a_personal_detail_with_an_identifier_is_a_fact_not_a_rule():
+    c = default_classifier()
+    details = ["My booking reference is BK-1111.", "My loyalty number is 55-XY-901.", "My visa number is V-88120.",
+               "The gate code is 7731.", "我的取件码是8812。", "我的房间号是1208。"]
+    assert [s for s in details if c.score(s) >= c.threshold] == []
+    assert c.score("Keep my booking reference handy.") >= c.threshold
 
 
 def test_features_see_chinese_without_a_segmenter():

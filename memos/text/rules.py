@@ -198,7 +198,7 @@ class RuleClassifier:
     when there are more than two, a sentence must reach ``long_message_threshold`` instead.
     Rules are mostly stated briefly; a long chatty message (a story, a product review) holds
     many sentences that share a rule's cue words, and the higher bar cuts how many of them
-    are pinned (LoCoMo turns 45 % -> 17 %, MemDaily messages 23 % -> 20 %, PrefEval's
+    are pinned (LoCoMo turns 43 % -> 16 %, MemDaily messages 17 % -> 14 %, PrefEval's
     preferences still 99 %).
     """
 
