@@ -119,6 +119,15 @@ class _Lines:
         return line
 
 
+def _take_ack(line: str | None, acked: set[str]) -> bool:
+    """Note the message id of an ``ACK`` line; False at the end of the stream (or a timeout)."""
+    if line is None:
+        return False
+    if line.startswith("ACK "):
+        acked.add(line[4:].strip())
+    return True
+
+
 def _check(store: Path, session: str, acked: set[str], report: CrashReport) -> None:
     from chromadb.api.client import SharedSystemClient
     from sqlalchemy import text
@@ -172,17 +181,13 @@ def run_kills(store: str | Path, kills: int, *, seed: int = 1, session: str = "c
         # The kill waits for a few acknowledgements first, so that every round does work however
         # slow the machine, then lands at a random moment of what follows (often inside an add).
         for _ in range(rng.randint(0, max_acks)):
-            line = lines.get(timeout=STARTUP_SECONDS)
-            if line is None:
+            if not _take_ack(lines.get(timeout=STARTUP_SECONDS), acked):
                 break
-            if line.startswith("ACK "):
-                acked.add(line[4:].strip())
         time.sleep(rng.uniform(0.0, max_delay))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        while (line := lines.get()) is not None:
-            if line.startswith("ACK "):
-                acked.add(line[4:].strip())
+        while _take_ack(lines.get(), acked):
+            pass
         report.rounds += 1
         _check(store, session, acked, report)
         if progress is not None:

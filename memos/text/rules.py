@@ -133,6 +133,7 @@ _TENSE_CUES = ("past", "past_ed")
 # great"), not a clause.
 _SUBORDINATE = re.compile(r"(?:(?<=\w )(?:that|which|who|whom|whose)\b(?!'s)|\brather (?:you|we|they|he|she)\b)[^,;:.!?]*",
                           re.IGNORECASE)
+_TENSE = [rx for k, rx in _EN if k in _TENSE_CUES]
 
 
 def _normalise(text: str) -> str:
@@ -147,9 +148,9 @@ def _cues(text: str) -> list[str]:
         out += ["zh:" + k for k, rx in _ZH if rx.search(t)]
     else:
         main = _SUBORDINATE.sub(" ", t)
-        clauses = " ".join(m.group(0) for m in _SUBORDINATE.finditer(t))
+        clauses = " ".join(_SUBORDINATE.findall(t))
         out += ["en:" + k for k, rx in _EN if rx.search(main if k in _TENSE_CUES else t)]
-        if any(rx.search(clauses) for k, rx in _EN if k in _TENSE_CUES):
+        if any(rx.search(clauses) for rx in _TENSE):
             out.append("en:past_clause")
         if not any(rx.search(t) for _, rx in _EN[:_SUBJECT_CUES]):
             out.append("en:no_subj")
