@@ -40,6 +40,23 @@ def test_chinese_facts_and_archive_are_found_by_a_two_character_word(store):
     other.close()
 
 
+def test_a_long_message_is_searched_by_its_question_at_the_end(store):
+    # chatter first, the question last: the question's terms are not cut off by the chatter's
+    mem = Memory("s", user="li", store=store, budget=2048, tools=[])
+    for who, day in [("婶婶", "5月29号"), ("舅舅", "3月2号"), ("表哥", "8月1号")]:
+        mem.add(user(f"我{who}的生日是{day}。"))
+        mem.add(assistant("记下了。"))
+    later = Memory("s2", user="li", store=store, budget=2048, tools=[])
+    chatter = ("哇，最近天气真好，周末去公园走了走，湖边的柳树都发芽了，空气也特别清新。晚上吃什么好呢？"
+               "对了，上次买的那本小说还没看完。")
+    query = chatter + "话说回来，我婶婶的生日是哪天？"
+    assert len(query_terms(query)) == 32 and "婶婶" not in query_terms(query)  # past the first 32 terms
+    hits = later.retrieve(query, 1)
+    assert hits and "婶婶" in hits[0].text
+    mem.close()
+    later.close()
+
+
 def test_english_search_is_unchanged_by_stop_words(store):
     mem = Memory("s", user="ana", store=store, budget=2048, tools=[])
     mem.add(user("The gym locker code is 4471."))

@@ -11,7 +11,9 @@ characters of a longer run.
 
 - on SQLite, an FTS5 table holding the tokens (``unicode61``; BM25 ranking). Terms that
   are in more than 2 % of the rows (at least 200) are left out of a query when rarer ones
-  remain: they add almost nothing to BM25 and make FTS5 score every row holding them;
+  remain: they add almost nothing to BM25 and make FTS5 score every row holding them. A
+  query keeps its first 128 terms (32 on the other backends), so a long message's question,
+  which tends to come last, is still searched;
 - on PostgreSQL, a GIN index on ``to_tsvector('simple', ...)`` of the source table (ranked
   by ``ts_rank_cd``; each term through ``plainto_tsquery``), and Chinese terms as substrings;
 - elsewhere, ``LIKE``, ranked by the number of terms matched.
@@ -38,6 +40,7 @@ _HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _TOKEN = re.compile(rf"[{_HAN}]+|[^\W_{_HAN}]+(?:[-_./@:#][^\W_{_HAN}]+)*", re.UNICODE)
 _IS_HAN = re.compile(rf"[{_HAN}]")
 _MAX_TERMS = 32
+_FTS_MAX_TERMS = 128
 
 
 def tokens(text_: str) -> list[str]:
@@ -58,7 +61,7 @@ def index_text(text_: str) -> str:
     return " ".join(tokens(text_))
 
 
-def query_terms(query: str, limit: int = _MAX_TERMS) -> list[str]:
+def query_terms(query: str, limit: int | None = _MAX_TERMS) -> list[str]:
     """The terms a query is matched by: words of two characters or more that are not stop
     words, identifiers, and the bigrams of Chinese runs (a lone character when the run is one)."""
     terms: list[str] = []
@@ -71,7 +74,7 @@ def query_terms(query: str, limit: int = _MAX_TERMS) -> list[str]:
         else:
             grams = []
         terms.extend(g for g in grams if g not in terms)
-    return terms[:limit]
+    return terms if limit is None else terms[:limit]
 
 
 def _fts_phrase(term: str) -> str:
@@ -174,7 +177,7 @@ class KeywordIndex:
         """Refs of the ``n`` best rows of ``namespace`` for ``query``, best first. ``where``
         is an extra SQL condition on the source table (PostgreSQL and LIKE only; with FTS5
         the caller filters what comes back)."""
-        terms = query_terms(query)
+        terms = query_terms(query, _FTS_MAX_TERMS if self.backend == "fts5" else _MAX_TERMS)
         if not terms or n <= 0:
             return []
         if self.backend == "fts5":
