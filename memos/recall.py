@@ -67,12 +67,15 @@ class Recall:
                                          min_similarity=self.settings.recall_min_similarity)
             # each hit with the turn that followed it: a question's answer is often in the reply
             # (LoCoMo evidence recall in a fixed room: 0.749 -> 0.796 on three conversations,
-            # 0.705 -> 0.747 on the four others)
+            # 0.705 -> 0.747 on the four others); then, where room is left, the turn before
+            # each hit, which often names what the hit calls "it"
             after = self.archival.following(found)
+            before = self.archival.following(found, -1)
             for h in found:
                 hits.append(h)
                 if h.id in after:
                     hits.append(after[h.id])
+            hits += [before[h.id] for h in found if h.id in before]
         seen: set[str] = set()
         superseded = self.superseded()
         used = self.counter.count_message(recall_message(["x"]) or {})

@@ -84,6 +84,19 @@ def test_recalled_items_name_the_session_they_came_from(store):
     second.close()
 
 
+def test_a_recalled_message_brings_the_one_before_it(store):
+    # "it" in the message found is named by the message before it, which shares no word with the query
+    first = Memory("phones", user="li", store=store, budget=2048, tools=[])
+    for text in ["周末去爬了香山，人特别多。", "我换了新手机，是华为Mate60。", "它夜景拍得特别清楚。", "晚饭吃的是饺子。",
+                 "下周要交季度报告。"]:
+        first.add(user(text))
+    first.close()
+    second = Memory("later", user="li", store=store, budget=2048, tools=[])
+    prompt = _text(second.context("哪个东西夜景拍得清楚？"))
+    assert "它夜景拍得特别清楚" in prompt and "华为Mate60" in prompt
+    second.close()
+
+
 def test_a_correction_in_a_later_session_supersedes_the_old_value(store):
     first = Memory("s1", user="ana", store=store, budget=2048, tools=[])
     first.add(user("My address is 12 Rua Augusta, Lisbon."))

@@ -304,10 +304,12 @@ class ArchivalTier:
                                              (ArchiveItem.session != session) | (ArchiveItem.kind != "message"))
             return s.exec(q.limit(1)).first() is not None
 
-    def following(self, hits: Sequence[Hit]) -> dict[str, Hit]:
+    def following(self, hits: Sequence[Hit], step: int = 1) -> dict[str, Hit]:
         """For each message hit, the archived message that came right after it in its session
-        (the reply to it, or what it answered), by the hit's id."""
-        wanted = {(h.session, h.last_seq + 1): h.id for h in hits if h.kind in ("message", "tool_chain") and h.session}
+        (the reply to it, or what it answered), by the hit's id; with ``step=-1``, the one
+        right before it."""
+        wanted = {(h.session, (h.last_seq + 1) if step > 0 else (h.first_seq - 1)): h.id
+                  for h in hits if h.kind in ("message", "tool_chain") and h.session}
         if not wanted:
             return {}
         sessions = sorted({k[0] for k in wanted})
@@ -315,10 +317,11 @@ class ArchivalTier:
         with Session(self.engine) as s:
             rows = s.exec(select(ArchiveItem).where(
                 ArchiveItem.namespace == self.namespace, col(ArchiveItem.session).in_(sessions),
-                col(ArchiveItem.first_seq).in_(seqs), col(ArchiveItem.kind).in_(["message", "tool_chain"]))).all()
+                col(ArchiveItem.last_seq if step < 0 else ArchiveItem.first_seq).in_(seqs),
+                col(ArchiveItem.kind).in_(["message", "tool_chain"]))).all()
         out: dict[str, Hit] = {}
         for r in rows:
-            source = wanted.get((r.session, r.first_seq))
+            source = wanted.get((r.session, r.last_seq if step < 0 else r.first_seq))
             if source is not None and (source not in out or r.kind == "tool_chain"):
                 roles = tuple(x for x in r.roles.split(",") if x)
                 out[source] = Hit(r.id, r.kind, r.text, 0.0, tuple(json.loads(r.message_ids)), r.first_seq, r.last_seq,
