@@ -5,8 +5,8 @@
 
 ``train`` fits :class:`memos.text.rules.RuleClassifier`'s weights on the *train* split of
 ``tests/data/rules/corpus.tsv`` only (logistic regression, class-balanced) and picks its
-threshold by 5-fold cross-validation on that split (the score threshold with the best pooled
-cross-validated F1), then writes ``memos/text/rules_model.json``.
+threshold by 5-fold cross-validation on that split (the highest score threshold that keeps the
+pooled cross-validated recall at ``CV_RECALL``), then writes ``memos/text/rules_model.json``.
 
 ``evaluate`` measures the shipped weights, per language: precision and recall on the train
 split, on the held-back *test* split, on the *holdout* split (sentences written after the
@@ -42,6 +42,7 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 # train: what the weights are fitted on; test: held back from the start; holdout: sentences
 # written after the shipped weights were fitted, none of them used to fit or choose anything
 SPLITS = ("train", "test", "holdout")
+CV_RECALL = 0.90  # the threshold is the highest that keeps the train split's 5-fold recall here
 
 
 def load_corpus(path: Path = CORPUS) -> list[dict[str, str]]:
@@ -144,12 +145,12 @@ def train(out: Path = MODEL_FILE, *, progress: Callable[[str], None] = print) ->
     model = LogisticRegression(C=8.0, max_iter=5000, class_weight="balanced")
     progress(f"cross-validating on {len(rows)} train sentences")
     cv = cross_val_predict(model, x, y, cv=StratifiedKFold(5, shuffle=True, random_state=0), method="predict_proba")[:, 1]
-    def f1(t: float) -> float:
-        pred = cv >= t
-        tp = float((pred & (y == 1)).sum())
-        return 2 * tp / max(1.0, float(pred.sum() + (y == 1).sum()))
+    def recall(t: float) -> float:
+        return float((cv[y == 1] >= t).mean())
 
-    threshold = float(round(max(np.arange(0.20, 0.81, 0.01), key=f1), 2))
+    # recall first: a rule missed is lost, a false one costs room in a capped section. The F1
+    # optimum is flat from 0.30 to 0.50 here and moved by 0.11 between two refits
+    threshold = float(round(max(t for t in np.arange(0.20, 0.81, 0.01) if recall(t) >= CV_RECALL), 2))
     model.fit(x, y)
     names = vec.get_feature_names_out()
     rule = {str(n): round(float(w), 4) for n, w in zip(names, model.coef_[0], strict=False) if abs(w) >= 1e-3}

@@ -10,7 +10,7 @@ import pytest
 from benchmarks.rules import evaluate, load_benchmark_sentences, load_corpus
 from memos.text.rules import RuleClassifier, default_classifier, default_detector, features
 from memos.text.rules_minilm import MiniLMRuleClassifier
-from tests.conftest import EMBEDDING_DIR, needs_data, needs_model
+from tests.conftest import EMBEDDING_DIR, HAVE_MODEL, needs_data, needs_model
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "rules.json"
 
@@ -47,9 +47,10 @@ def test_recorded_minilm_results_are_those_of_the_shipped_weights():
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_held_back_test_split_recall_and_precision_do_not_regress(lang):
     r = evaluate(default_classifier(), data=Path("/nonexistent"))["results"][f"test/{lang}"]
-    # the n-gram model alone, recorded: en 0.950 / 0.706, zh 0.948 / 0.827
-    assert r["recall"] >= 0.93
-    assert r["precision"] >= 0.69
+    # the n-gram model alone (memos' detector where the embedding model is not on disk),
+    # recorded: en 0.959 / 0.686, zh 0.957 / 0.816; its threshold is chosen for recall
+    assert r["recall"] >= 0.95
+    assert r["precision"] >= 0.67
 
 
 @needs_model
@@ -136,10 +137,25 @@ def test_the_rule_model_setting_is_checked(monkeypatch):
 
     monkeypatch.setattr(rules, "_DEFAULT", None)
     monkeypatch.setenv("MEMOS_RULE_MODEL", "bert")
-    with pytest.raises(ValueError, match="MEMOS_RULE_MODEL must be 'minilm' or 'ngrams'"):
+    with pytest.raises(ValueError, match="MEMOS_RULE_MODEL must be 'auto', 'minilm' or 'ngrams'"):
         rules.default_detector()
     monkeypatch.setenv("MEMOS_RULE_MODEL", "ngrams")
     assert rules.default_detector() is default_classifier()
+
+
+def test_by_default_minilm_judges_only_when_the_model_is_on_disk(monkeypatch, tmp_path):
+    import memos.text.rules as rules
+
+    monkeypatch.setattr(rules, "_DEFAULT", None)
+    monkeypatch.delenv("MEMOS_RULE_MODEL", raising=False)
+    monkeypatch.delenv("MEMOS_EMBEDDING_MODEL_DIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no model in Chroma's cache either
+    assert rules.default_detector() is default_classifier()
+    assert not (tmp_path / ".cache").exists()  # and nothing was downloaded
+    if HAVE_MODEL:
+        monkeypatch.setattr(rules, "_DEFAULT", None)
+        monkeypatch.setenv("MEMOS_EMBEDDING_MODEL_DIR", str(EMBEDDING_DIR))
+        assert isinstance(rules.default_detector(), MiniLMRuleClassifier)
 
 
 @needs_model
@@ -151,6 +167,8 @@ def test_minilm_is_used_when_asked_and_pins_what_it_judges(monkeypatch, make_mem
     assert isinstance(rules.default_detector(), MiniLMRuleClassifier)
     mem = make_memory(budget=2048)
     mem.add({"role": "user", "content": "Skip red-eye flights entirely."})
-    mem.add({"role": "user", "content": "Please cancel my 2pm meeting."})  # the n-gram model alone scores it 0.46
+    # stories the n-gram model alone takes for rules (0.72 and 0.82)
+    mem.add({"role": "user", "content": "The listing that I saw had no photos."})
+    mem.add({"role": "user", "content": "I never finished that book you recommended."})
     pinned = [f.value for f in mem.facts() if f.pinned]
     assert pinned == ["Skip red-eye flights entirely."]

@@ -6,17 +6,19 @@ all", "my sister only flies economy", "我们最多玩了三个小时" share the
 Telling them apart is a classification problem, so it is done by a measured classifier, not a
 word list:
 
-- :class:`RuleClassifier`, the default: a logistic regression over character n-grams (which
+- :class:`RuleClassifier`: a logistic regression over character n-grams (which
   see Chinese with no word segmenter), word n-grams and a few closed-class cues (grammatical
   person, tense, time reference, questions). Its weights ship with the package
   (``rules_model.json``); they were fitted by ``benchmarks/rules.py`` on the *train* split of
   the labelled corpus in ``tests/data/rules/corpus.tsv`` (English and Chinese), and its
   precision and recall per language on the held-back *test* split and on sentences drawn from
   the benchmark data are recorded in ``benchmarks/results/rules.json``. No model download.
+- with all-MiniLM-L6-v2 on disk, English sentences are judged by it (fine-tuned) together
+  with the n-gram model (:mod:`memos.text.rules_minilm`); see :func:`default_detector`.
 - an LLM judge (:class:`memos.llm.LLMRuleJudge`) when an LLM is configured; it falls back to
   the classifier when the call fails.
 
-Both answer a :class:`RuleJudgement` per sentence: the kind (``constraint``, ``preference``
+Each answers a :class:`RuleJudgement` per sentence: the kind (``constraint``, ``preference``
 or ``none``), a score in [0, 1] and who judged.
 """
 
@@ -101,15 +103,22 @@ _EN_CUES = {
     "neg": r"\b(?:don't|do not|never|no|not|won't|can't|cannot|avoid|skip|stop|quit|refuse|without)\b",
     "please": r"\b(?:please|make sure|remember|keep in mind|note that|just so you know)\b",
     "modal_you": r"\b(?:you|you're)\s+(?:must|should|have to|need to)\b",
+    "plan": r"\b(?:going to|planning to|plan to|about to|will be (?:attending|going|visiting)|signed up for|"
+            r"i'm attending|am attending)\b",
     "haha": r"\b(?:ha|haha|lol|lmao|just kidding|kidding|joking)\b",
     "hedge": r"\b(?:maybe|perhaps|might|wonder|considering|thinking about|someday|one day|if i were|would be nice|"
              r"if only|suppose)\b",
     "excl": r"!$",
 }
+# kinship and social relations (a closed class, as English "my sister", "my boss"): who a
+# sentence that opens with "我表哥…" or "我的上司…" is about
+_ZH_KIN = ("(?:表|堂)(?:哥|姐|弟|妹)|哥哥|姐姐|弟弟|妹妹|姐|妹|哥|弟|父亲|母亲|爸爸|妈妈|妈|爸|爷爷|奶奶|外公|外婆|姥姥|"
+           "姥爷|叔叔|阿姨|舅舅|舅妈|婶婶|姑姑|姑父|姨妈|姨父|伯伯|伯母|儿子|女儿|孙子|孙女|侄子|侄女|外甥|老公|老婆|丈夫|"
+           "妻子|男朋友|女朋友|对象|朋友|闺蜜|同事|同学|室友|邻居|上司|下属|领导|老板|经理|家孩子|孩子|家人|客户")
 _ZH_CUES = {
     "subj_i": r"^(?:我|咱)",
     "subj_you": r"^(?:你|您)",
-    "subj_3": r"^(?:他|她|它|他们|她们|我(?:姐|妹|哥|弟|妈|爸|老公|老婆|老板|朋友|同事|室友|邻居|家孩子|对象|们经理|儿子|奶奶)|"
+    "subj_3": rf"^(?:他|她|它|他们|她们|(?:我|我的|我们的?|我家)?(?:{_ZH_KIN})|"
               r"小[\u4e00-\u9fff]|老[\u4e00-\u9fff]|朋友|老师|医生|客户|客人|乘客|导游|公司|酒店|这家|博物馆|房东|有些人|"
               r"大部分|很多|学校|教练|员工|飞行员|小区|会计|兽医|孩子们)",
     "past": r"(?:了|过|上次|那次|昨天|去年|上个月|上周|以前|小时候|当时|最后|那趟|那家|刚|有一次)",
@@ -117,6 +126,7 @@ _ZH_CUES = {
                 r"都不要|永远|总是|务必|一定要|原则上)",
     "general": r"(?:只|都|必须|不能|不要|别|不准|至少|最多|不超过|禁止|千万|一律|每)",
     "oneoff": r"(?:今晚|今天|明天|这次|这一次|就这一次|现在|下周[一二三四五六日]|先别|再)",
+    "plan": r"(?:将要|即将|打算|准备|计划|正在|要去参加|报名了)",
     "q": r"(?:吗|呢|是不是|要不要|能不能|怎么|什么|多少|几点|哪)",
     "please": r"^(?:请|麻烦|记住|记得|提醒你)",
     "haha": r"(?:哈哈|呵呵|开玩笑)",
@@ -269,21 +279,23 @@ def default_classifier() -> RuleClassifier:
 
 
 def default_detector() -> RuleDetector:
-    """The detector memos uses, loaded once per process: the n-gram classifier, or with
-    ``MEMOS_RULE_MODEL=minilm`` the n-gram classifier with fine-tuned all-MiniLM-L6-v2 for
-    English sentences (:class:`~memos.text.rules_minilm.MiniLMRuleClassifier`), where the
-    embedding model loads (else the n-gram classifier, logged)."""
+    """The detector memos uses, loaded once per process. ``MEMOS_RULE_MODEL`` chooses it:
+    ``auto`` (the default) is the n-gram classifier with fine-tuned all-MiniLM-L6-v2 for
+    English sentences (:class:`~memos.text.rules_minilm.MiniLMRuleClassifier`) when the
+    embedding model is already on disk, else the n-gram classifier alone; ``minilm`` asks for
+    the model (downloaded the usual way when missing; the n-gram classifier, logged, when it
+    cannot load); ``ngrams`` is the n-gram classifier alone."""
     global _DEFAULT
     if _DEFAULT is None:
         with _LOCK:
             if _DEFAULT is None:
-                wanted = os.environ.get("MEMOS_RULE_MODEL", "ngrams").strip().lower()
-                if wanted not in ("minilm", "ngrams"):
-                    raise ValueError(f"MEMOS_RULE_MODEL must be 'minilm' or 'ngrams', got {wanted!r}")
-                if wanted == "minilm":
+                wanted = os.environ.get("MEMOS_RULE_MODEL", "auto").strip().lower() or "auto"
+                if wanted not in ("auto", "minilm", "ngrams"):
+                    raise ValueError(f"MEMOS_RULE_MODEL must be 'auto', 'minilm' or 'ngrams', got {wanted!r}")
+                if wanted == "ngrams":
+                    _DEFAULT = default_classifier()
+                else:
                     from . import rules_minilm
 
-                    _DEFAULT = rules_minilm.load() or default_classifier()
-                else:
-                    _DEFAULT = default_classifier()
+                    _DEFAULT = rules_minilm.load(download=wanted == "minilm") or default_classifier()
     return _DEFAULT

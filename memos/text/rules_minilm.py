@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from .rules import RuleClassifier, RuleJudgement, default_classifier
+from .sentences import split_sentences
 
 __all__ = ["MINILM_FILE", "MiniLMRuleClassifier"]
 
@@ -95,11 +96,19 @@ class MiniLMRuleClassifier:
         return [RuleJudgement(s, self.ngrams.kind(s) if p >= bar else "none", round(p, 4), self.name)
                 if c else alone[i] for i, (s, p, c) in enumerate(zip(sentences, self.scores(sentences), covered, strict=True))]
 
+    def rules(self, text: str) -> list[RuleJudgement]:
+        """The sentences of ``text`` that state rules, in order."""
+        return [j for j in self.judge(split_sentences(text)) if j.is_rule]
 
-def load(model_dir: str | Path | None = None) -> MiniLMRuleClassifier | None:
-    """The MiniLM rule classifier, or ``None`` (logged) when the model cannot be loaded."""
+
+def load(model_dir: str | Path | None = None, *, download: bool = True) -> MiniLMRuleClassifier | None:
+    """The MiniLM rule classifier, or ``None`` (logged) when the model cannot be loaded.
+    With ``download=False``, only a model already on disk (``MEMOS_EMBEDDING_MODEL_DIR`` or
+    Chroma's cache) is used."""
+    from ..embeddings import resolve_model_dir
+
     try:
-        return MiniLMRuleClassifier(model_dir)
+        return MiniLMRuleClassifier(resolve_model_dir(model_dir, download=download))
     except Exception as exc:  # no model here, another model, no weights file: the n-gram model judges alone
         log.info("rules are judged by the n-gram model alone (%s)", exc)
         return None
