@@ -12,8 +12,8 @@ characters of a longer run.
 - on SQLite, an FTS5 table holding the tokens (``unicode61``; BM25 ranking). Terms that
   are in more than 2 % of the rows (at least 200) are left out of a query when rarer ones
   remain: they add almost nothing to BM25 and make FTS5 score every row holding them. A
-  query keeps its first 128 terms (32 on the other backends), so a long message's question,
-  which tends to come last, is still searched;
+  query keeps its first 128 terms, so a long message's question, which tends to come last,
+  is still searched;
 - on PostgreSQL, a GIN index on ``to_tsvector('simple', ...)`` of the source table (ranked
   by ``ts_rank_cd``; each term through ``plainto_tsquery``), and Chinese terms as substrings;
 - elsewhere, ``LIKE``, ranked by the number of terms matched.
@@ -39,8 +39,7 @@ __all__ = ["KeywordIndex", "index_text", "query_terms", "tokens"]
 _HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _TOKEN = re.compile(rf"[{_HAN}]+|[^\W_{_HAN}]+(?:[-_./@:#][^\W_{_HAN}]+)*", re.UNICODE)
 _IS_HAN = re.compile(rf"[{_HAN}]")
-_MAX_TERMS = 32
-_FTS_MAX_TERMS = 128
+_MAX_TERMS = 128
 
 
 def tokens(text_: str) -> list[str]:
@@ -177,7 +176,7 @@ class KeywordIndex:
         """Refs of the ``n`` best rows of ``namespace`` for ``query``, best first. ``where``
         is an extra SQL condition on the source table (PostgreSQL and LIKE only; with FTS5
         the caller filters what comes back)."""
-        terms = query_terms(query, _FTS_MAX_TERMS if self.backend == "fts5" else _MAX_TERMS)
+        terms = query_terms(query)
         if not terms or n <= 0:
             return []
         if self.backend == "fts5":
