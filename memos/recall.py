@@ -69,8 +69,7 @@ class Recall:
             # (LoCoMo evidence recall in a fixed room: 0.749 -> 0.796 on three conversations,
             # 0.705 -> 0.747 on the four others); then, where room is left, the turn before
             # each hit, which often names what the hit calls "it"
-            after = self.archival.following(found)
-            before = self.archival.following(found, -1)
+            after, before = self.archival.neighbours(found)
             for h in found:
                 hits.append(h)
                 if h.id in after:

@@ -23,7 +23,6 @@ from pathlib import Path
 import numpy as np
 
 from .rules import RuleClassifier, RuleJudgement, default_classifier
-from .sentences import split_sentences
 
 __all__ = ["MINILM_FILE", "MiniLMRuleClassifier"]
 
@@ -96,9 +95,7 @@ class MiniLMRuleClassifier:
         return [RuleJudgement(s, self.ngrams.kind(s) if p >= bar else "none", round(p, 4), self.name)
                 if c else alone[i] for i, (s, p, c) in enumerate(zip(sentences, self.scores(sentences), covered, strict=True))]
 
-    def rules(self, text: str) -> list[RuleJudgement]:
-        """The sentences of ``text`` that state rules, in order."""
-        return [j for j in self.judge(split_sentences(text)) if j.is_rule]
+    rules = RuleClassifier.rules  # the sentences of a text that state rules, through this judge()
 
 
 def load(model_dir: str | Path | None = None, *, download: bool = True) -> MiniLMRuleClassifier | None:

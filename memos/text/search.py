@@ -5,15 +5,14 @@ stays one word) and, for Chinese and Japanese, which have no spaces, every chara
 every two-character window of a run of Han characters, so ``预算`` is found inside
 ``我的预算不超过500元`` and an id glued to Chinese (``订单号是ORD-88123，``) is a word of its
 own. :func:`query_terms` is the same tokeniser on a query, less stop words and single
-characters of a longer run.
+characters of a longer run, its first 128 (enough that a long message's question, which
+tends to come last, is still searched).
 
 :class:`KeywordIndex` keeps one full-text index over rows ``(ref, namespace, text)``:
 
 - on SQLite, an FTS5 table holding the tokens (``unicode61``; BM25 ranking). Terms that
   are in more than 2 % of the rows (at least 200) are left out of a query when rarer ones
-  remain: they add almost nothing to BM25 and make FTS5 score every row holding them. A
-  query keeps its first 128 terms, so a long message's question, which tends to come last,
-  is still searched;
+  remain: they add almost nothing to BM25 and make FTS5 score every row holding them;
 - on PostgreSQL, a GIN index on ``to_tsvector('simple', ...)`` of the source table (ranked
   by ``ts_rank_cd``; each term through ``plainto_tsquery``), and Chinese terms as substrings;
 - elsewhere, ``LIKE``, ranked by the number of terms matched.
@@ -60,7 +59,7 @@ def index_text(text_: str) -> str:
     return " ".join(tokens(text_))
 
 
-def query_terms(query: str, limit: int | None = _MAX_TERMS) -> list[str]:
+def query_terms(query: str, limit: int = _MAX_TERMS) -> list[str]:
     """The terms a query is matched by: words of two characters or more that are not stop
     words, identifiers, and the bigrams of Chinese runs (a lone character when the run is one)."""
     terms: list[str] = []
@@ -73,7 +72,7 @@ def query_terms(query: str, limit: int | None = _MAX_TERMS) -> list[str]:
         else:
             grams = []
         terms.extend(g for g in grams if g not in terms)
-    return terms if limit is None else terms[:limit]
+    return terms[:limit]
 
 
 def _fts_phrase(term: str) -> str:

@@ -27,7 +27,7 @@ from typing import Any
 
 from sqlalchemy import update
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, col, func, select
+from sqlmodel import Session, col, func, or_, select
 
 from ..embeddings import Embedder, TokenStates, covers, token_states
 from ..store import chunks
@@ -304,29 +304,30 @@ class ArchivalTier:
                                              (ArchiveItem.session != session) | (ArchiveItem.kind != "message"))
             return s.exec(q.limit(1)).first() is not None
 
-    def following(self, hits: Sequence[Hit], step: int = 1) -> dict[str, Hit]:
-        """For each message hit, the archived message that came right after it in its session
-        (the reply to it, or what it answered), by the hit's id; with ``step=-1``, the one
-        right before it."""
-        wanted = {(h.session, (h.last_seq + 1) if step > 0 else (h.first_seq - 1)): h.id
-                  for h in hits if h.kind in ("message", "tool_chain") and h.session}
-        if not wanted:
-            return {}
-        sessions = sorted({k[0] for k in wanted})
-        seqs = sorted({k[1] for k in wanted})
+    def neighbours(self, hits: Sequence[Hit]) -> tuple[dict[str, Hit], dict[str, Hit]]:
+        """For each message hit, the archived messages right after it (the reply to it, or what
+        it answered) and right before it in its session, each by the hit's id; one query."""
+        msgs = [h for h in hits if h.kind in ("message", "tool_chain") and h.session]
+        after_of = {(h.session, h.last_seq + 1): h.id for h in msgs}
+        before_of = {(h.session, h.first_seq - 1): h.id for h in msgs}
+        if not msgs:
+            return {}, {}
         with Session(self.engine) as s:
             rows = s.exec(select(ArchiveItem).where(
-                ArchiveItem.namespace == self.namespace, col(ArchiveItem.session).in_(sessions),
-                col(ArchiveItem.last_seq if step < 0 else ArchiveItem.first_seq).in_(seqs),
-                col(ArchiveItem.kind).in_(["message", "tool_chain"]))).all()
-        out: dict[str, Hit] = {}
+                ArchiveItem.namespace == self.namespace, col(ArchiveItem.session).in_(sorted({h.session for h in msgs})),
+                col(ArchiveItem.kind).in_(["message", "tool_chain"]),
+                or_(col(ArchiveItem.first_seq).in_(sorted({k[1] for k in after_of})),
+                    col(ArchiveItem.last_seq).in_(sorted({k[1] for k in before_of}))))).all()
+        after: dict[str, Hit] = {}
+        before: dict[str, Hit] = {}
         for r in rows:
-            source = wanted.get((r.session, r.last_seq if step < 0 else r.first_seq))
-            if source is not None and (source not in out or r.kind == "tool_chain"):
-                roles = tuple(x for x in r.roles.split(",") if x)
-                out[source] = Hit(r.id, r.kind, r.text, 0.0, tuple(json.loads(r.message_ids)), r.first_seq, r.last_seq,
-                                  roles, r.created_at, "archive", r.session)
-        return out
+            for out, source in ((after, after_of.get((r.session, r.first_seq))),
+                                (before, before_of.get((r.session, r.last_seq)))):
+                if source is not None and (source not in out or r.kind == "tool_chain"):
+                    roles = tuple(x for x in r.roles.split(",") if x)
+                    out[source] = Hit(r.id, r.kind, r.text, 0.0, tuple(json.loads(r.message_ids)), r.first_seq,
+                                      r.last_seq, roles, r.created_at, "archive", r.session)
+        return after, before
 
     def get(self, item_id: str) -> ArchiveItem | None:
         """One item of this namespace by id."""
