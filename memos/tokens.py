@@ -82,12 +82,16 @@ def _load_encoding(model: str | None, encoding: str | None) -> _Encoding:
         return _ByteEstimate()
 
 
+_CACHED_TEXTS, _CACHED_CHARS = 8192, 2048  # at most ~16 M characters held by the count cache
+
+
 class TokenCounter:
     """Counts tokens of text and of OpenAI chat messages with one encoding."""
 
     def __init__(self, model: str | None = None, encoding: str | None = None) -> None:
         self._enc = _load_encoding(model, encoding)
         self.model = model
+        self._counts: dict[str, int] = {}
         self.exact = not isinstance(self._enc, _ByteEstimate)
 
     @property
@@ -101,7 +105,17 @@ class TokenCounter:
 
     def count(self, text: str) -> int:
         """Number of tokens in ``text``."""
-        return len(self.encode(text)) if text else 0
+        if not text:
+            return 0
+        if len(text) > _CACHED_CHARS:
+            return len(self.encode(text))
+        # sections, summaries and budgets count the same lines again and again
+        hit = self._counts.get(text)
+        if hit is None:
+            if len(self._counts) >= _CACHED_TEXTS:
+                self._counts.clear()
+            hit = self._counts[text] = len(self.encode(text))
+        return hit
 
     def clip(self, text: str, max_tokens: int, marker: str) -> str:
         """``text`` cut to about ``max_tokens`` tokens: its head, ``marker``, and its tail."""

@@ -233,6 +233,17 @@ class ExtractiveSummarizer:
 
     def __init__(self, counter: TokenCounter) -> None:
         self.counter = counter
+        # each summary re-scores the lines it keeps: a line's score is computed once
+        self._scores: dict[tuple[str, str], int] = {}
+
+    def _score(self, sentence: str, role: str) -> int:
+        key = (sentence, role)
+        hit = self._scores.get(key)
+        if hit is None:
+            if len(self._scores) >= 16384:
+                self._scores.clear()
+            hit = self._scores[key] = _score(sentence, role)
+        return hit
 
     def candidates(self, messages: Sequence[Message], start: int = 0) -> list[_Candidate]:
         """Scored summary lines for ``messages``; ``start`` numbers them after older lines."""
@@ -255,7 +266,7 @@ class ExtractiveSummarizer:
                 order += 1
                 continue
             for sentence in split_sentences(m.text):
-                score = _score(sentence, role)
+                score = self._score(sentence, role)
                 if score >= 1:
                     out.append(_Candidate(score, order, _clip_line(f"- {role}: {sentence}")))
                 order += 1
@@ -270,7 +281,7 @@ class ExtractiveSummarizer:
         if plan.previous:
             for i, line in enumerate(detail):
                 role = line[2:].split(":", 1)[0] if line.startswith("- ") else ""
-                cands.append(_Candidate(_score(line, role) + 1, i, line))
+                cands.append(_Candidate(self._score(line, role) + 1, i, line))
         cands.extend(self.candidates(plan.messages, start=len(cands)))
         seen: set[str] = set()
         unique = []
