@@ -6,7 +6,9 @@ Opens ``--sessions`` sessions of ``--users`` users on one store (one :class:`mem
 as ``Memory(..., store=path)`` shares it), keeps them all open, and in each adds a short
 exchange and builds a prompt. Records the time to open a session (p50 / p95 / max), the
 threads and the resident memory of the process before and after, and the time of the first
-prompt of a session. With the model (``MEMOS_EMBEDDING_MODEL_DIR``) the archive's vectors
+prompt of a session. Then ``--churn`` stores are opened and closed one after another (a
+script or a test suite that opens a store per run) and what each leaves in the process's
+memory is recorded. With the model (``MEMOS_EMBEDDING_MODEL_DIR``) the archive's vectors
 are written by the store's one indexing thread.
 """
 
@@ -81,14 +83,39 @@ def run(sessions: int, users: int, folder: Path) -> dict[str, Any]:
     }
 
 
+def churn(stores: int, folder: Path) -> dict[str, Any]:
+    """Open ``stores`` stores one after another, each with a short session (vectors written),
+    and close them; the resident memory each leaves behind, after the first two."""
+    from memos import MemoryStore
+
+    settings = MemosSettings(budget_tokens=2048)
+    rss: list[float] = []
+    for i in range(stores):
+        store = MemoryStore(folder / f"churn-{i}.db")
+        mem = store.session("chat", user="u", settings=settings, tools=[])
+        mem.add([{"role": "user" if j % 2 == 0 else "assistant",
+                  "content": f"Message {j} of store {i}: the ferry to Lisbon leaves at {j % 12 + 1} pm."}
+                 for j in range(40)])
+        mem.context("when does the ferry leave?")
+        mem.flush()
+        mem.close()
+        store.close()
+        rss.append(_rss_mb())
+    return {"stores": stores, "rss_mb_after_2": rss[1], "rss_mb_after_all": rss[-1],
+            "per_store_kb": round((rss[-1] - rss[1]) * 1024 / max(1, stores - 2), 1)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.sessions", description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--users", type=int, default=100)
+    parser.add_argument("--churn", type=int, default=40, help="stores opened and closed one after another")
     parser.add_argument("--out", default=None, help="write the results as JSON here (default: a new file in ./memos-bench/)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="memos-sessions-") as tmp:
         result = run(args.sessions, args.users, Path(tmp))
+        if args.churn > 2:
+            result["closed_stores"] = churn(args.churn, Path(tmp))
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                                 check=True).stdout.strip()

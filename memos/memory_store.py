@@ -262,6 +262,12 @@ class MemoryStore(Store):
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
+        with self._lock:  # a backend the store opened is the store's to close, not one passed in
+            opened, self._backend, self._backend_opened = self._backend, None, False
+        if opened is not None and not isinstance(self._archive_spec, ArchiveBackend):
+            close = getattr(opened, "close", None)
+            if close is not None:
+                close()
         if dispose:
             super().close()
 

@@ -263,6 +263,29 @@ def test_threads_opening_one_chroma_path_at_once_all_get_a_working_client(tmp_pa
     assert len(backends[0].ids("ns")) == 4
 
 
+def test_closing_a_store_releases_the_chroma_client_it_opened_and_not_one_passed_in(tmp_path):
+    import chromadb
+    from chromadb.config import Settings
+
+    from memos import MemoryStore
+    from memos.tiers.archival import ChromaBackend
+
+    opened = MemoryStore(tmp_path / "a.db", archive=tmp_path / "a.chroma")
+    opened.backend().upsert("ns", ["one"], [[0.1] * 8], ["text"], [{"k": "v"}])
+    opened.close()
+    # Chroma refuses a second client on a path whose first one is still alive with other settings
+    again = chromadb.PersistentClient(path=str(tmp_path / "a.chroma"), settings=Settings(anonymized_telemetry=False,
+                                                                                         allow_reset=True))
+    assert again.list_collections()  # what was written before the close is on disk
+    again.close()
+
+    mine = ChromaBackend.persistent(tmp_path / "b.chroma")
+    lent = MemoryStore(tmp_path / "b.db", archive=mine)
+    lent.backend().upsert("ns", ["two"], [[0.1] * 8], ["text"], [{"k": "v"}])
+    lent.close()
+    assert mine.ids("ns") == {"two"}  # the caller's backend still works
+
+
 def test_empty_is_true_until_something_of_this_namespace_is_archived(store):
     ana = Memory("s", user="ana", store=store, settings=MemosSettings(background_indexing=False))
     bob = Memory("s", user="bob", store=store, settings=MemosSettings(background_indexing=False))
