@@ -402,6 +402,7 @@ class Memory:
         from a URL is closed with its last session (its indexer stopped, queued vectors kept
         for the next open); a :class:`~memos.MemoryStore` you passed stays open."""
         self.wait()
+        self._recall.archival.close()  # a Chroma client of this session's own, if it was given one
         hold, self._store_hold = self._store_hold, ""
         if hold == "shared":
             self.store.release()

@@ -181,7 +181,8 @@ class MemoryStore(Store):
             return embedder if isinstance(embedder, Embedder) else ChromaEmbedder(embedder)
 
         return ArchivalTier(self.engine, scope, backend, model, indexer=self.indexer if background else None,
-                            token_index=self.token_index)
+                            token_index=self.token_index, owns_backend=archive is not None
+                            and not isinstance(archive, ArchiveBackend))
 
     def _reconcile(self) -> None:
         """Once per store: scopes whose vectors an earlier process left unwritten are queued."""

@@ -286,6 +286,24 @@ def test_closing_a_store_releases_the_chroma_client_it_opened_and_not_one_passed
     assert mine.ids("ns") == {"two"}  # the caller's backend still works
 
 
+def test_a_session_with_its_own_archive_path_releases_its_chroma_client_when_closed(tmp_path):
+    import chromadb
+    from chromadb.config import Settings
+
+    from memos import MemoryStore
+
+    store = MemoryStore(tmp_path / "m.db")
+    mem = store.session("s1", user="u", archive=str(tmp_path / "own.chroma"))
+    mem.add([user("The spare key is under the blue pot."), assistant("Noted.")])
+    mem.flush()  # the session's own Chroma client is opened
+    assert (tmp_path / "own.chroma").exists()
+    mem.close()
+    again = chromadb.PersistentClient(path=str(tmp_path / "own.chroma"),
+                                      settings=Settings(anonymized_telemetry=False, allow_reset=True))
+    again.close()
+    store.close()
+
+
 def test_empty_is_true_until_something_of_this_namespace_is_archived(store):
     ana = Memory("s", user="ana", store=store, settings=MemosSettings(background_indexing=False))
     bob = Memory("s", user="bob", store=store, settings=MemosSettings(background_indexing=False))

@@ -19,6 +19,8 @@ interaction (:mod:`memos.tiers.late`).
 
 from __future__ import annotations
 
+import contextlib
+
 import json
 import logging
 import threading
@@ -94,12 +96,14 @@ class ArchivalTier:
         *,
         indexer: Indexer | None = None,
         token_index: bool = True,
+        owns_backend: bool = False,
     ) -> None:
         """``backend`` and ``embedder`` may be given as zero-argument factories: they are
         then called on first dense use (opening Chroma and loading a model take time).
         With an ``indexer``, :meth:`schedule` embeds on its thread; without one, at once.
         ``token_index`` stores token states and ranks by them (:mod:`memos.tiers.late`)
-        where the embedder gives them."""
+        where the embedder gives them. ``owns_backend``: the backend is this tier's alone,
+        released by :meth:`close`."""
         self.engine = engine
         self.namespace = namespace
         self._backend_spec = backend
@@ -116,6 +120,20 @@ class ArchivalTier:
         self.indexer = indexer
         self.token_index = token_index
         self.tokens = late.TokenIndex(engine, namespace)
+        self._owns_backend = owns_backend
+
+    def close(self) -> None:
+        """Release a backend this tier opened for itself (a session's own Chroma path or
+        server); vectors not yet written stay queued in the store for the next open."""
+        if not self._owns_backend:
+            return
+        if self.indexer is not None:
+            self.indexer.discard(self)
+        with self.indexer.paused() if self.indexer is not None else contextlib.nullcontext(), self._lock:
+            backend, self.backend, self._resolved = self.backend, None, False
+        close = getattr(backend, "close", None)
+        if close is not None:
+            close()
 
     def _resolve(self) -> None:
         if self._resolved:

@@ -231,6 +231,11 @@ class Indexer:
                 _INDEXERS.add(self)
             self._cond.notify()
 
+    def discard(self, tier: ArchivalTier) -> None:
+        """Forget that ``tier`` has vectors to write (what is queued stays in the store)."""
+        with self._cond:
+            self._dirty.pop(id(tier), None)
+
     def _run(self) -> None:
         while True:
             with self._cond:
