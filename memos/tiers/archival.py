@@ -20,7 +20,6 @@ interaction (:mod:`memos.tiers.late`).
 from __future__ import annotations
 
 import contextlib
-
 import json
 import logging
 import threading
