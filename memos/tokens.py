@@ -18,6 +18,7 @@ is primed with :data:`REPLY_PRIMING` tokens.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -91,7 +92,7 @@ class TokenCounter:
     def __init__(self, model: str | None = None, encoding: str | None = None) -> None:
         self._enc = _load_encoding(model, encoding)
         self.model = model
-        self._counts: dict[str, int] = {}
+        self._count_short = functools.lru_cache(maxsize=_CACHED_TEXTS)(lambda t: len(self.encode(t)))
         self.exact = not isinstance(self._enc, _ByteEstimate)
 
     @property
@@ -107,15 +108,8 @@ class TokenCounter:
         """Number of tokens in ``text``."""
         if not text:
             return 0
-        if len(text) > _CACHED_CHARS:
-            return len(self.encode(text))
         # sections, summaries and budgets count the same lines again and again
-        hit = self._counts.get(text)
-        if hit is None:
-            if len(self._counts) >= _CACHED_TEXTS:
-                self._counts.clear()
-            hit = self._counts[text] = len(self.encode(text))
-        return hit
+        return self._count_short(text) if len(text) <= _CACHED_CHARS else len(self.encode(text))
 
     def clip(self, text: str, max_tokens: int, marker: str) -> str:
         """``text`` cut to about ``max_tokens`` tokens: its head, ``marker``, and its tail."""

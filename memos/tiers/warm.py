@@ -11,6 +11,7 @@ to their first words and identifiers, the oldest as one line of identifiers.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -234,16 +235,7 @@ class ExtractiveSummarizer:
     def __init__(self, counter: TokenCounter) -> None:
         self.counter = counter
         # each summary re-scores the lines it keeps: a line's score is computed once
-        self._scores: dict[tuple[str, str], int] = {}
-
-    def _score(self, sentence: str, role: str) -> int:
-        key = (sentence, role)
-        hit = self._scores.get(key)
-        if hit is None:
-            if len(self._scores) >= 16384:
-                self._scores.clear()
-            hit = self._scores[key] = _score(sentence, role)
-        return hit
+        self._score = functools.lru_cache(maxsize=16384)(_score)
 
     def candidates(self, messages: Sequence[Message], start: int = 0) -> list[_Candidate]:
         """Scored summary lines for ``messages``; ``start`` numbers them after older lines."""
