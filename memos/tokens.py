@@ -86,13 +86,22 @@ def _load_encoding(model: str | None, encoding: str | None) -> _Encoding:
 _CACHED_TEXTS, _CACHED_CHARS = 8192, 2048  # at most ~16 M characters held by the count cache
 
 
+def _encode(enc: _Encoding, text: str) -> list[int]:
+    return enc.encode(text, disallowed_special=())
+
+
+def _encoded_length(enc: _Encoding, text: str) -> int:
+    return len(_encode(enc, text))
+
+
 class TokenCounter:
     """Counts tokens of text and of OpenAI chat messages with one encoding."""
 
     def __init__(self, model: str | None = None, encoding: str | None = None) -> None:
         self._enc = _load_encoding(model, encoding)
         self.model = model
-        self._count_short = functools.lru_cache(maxsize=_CACHED_TEXTS)(lambda t: len(self.encode(t)))
+        # bound to the encoding, not to self: no reference cycle keeps a dropped counter's cache alive
+        self._count_short = functools.lru_cache(maxsize=_CACHED_TEXTS)(functools.partial(_encoded_length, self._enc))
         self.exact = not isinstance(self._enc, _ByteEstimate)
 
     @property
@@ -102,7 +111,7 @@ class TokenCounter:
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text`` (special-token strings are counted as plain text)."""
-        return self._enc.encode(text, disallowed_special=())
+        return _encode(self._enc, text)
 
     def count(self, text: str) -> int:
         """Number of tokens in ``text``."""
