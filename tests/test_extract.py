@@ -122,9 +122,10 @@ def test_identifier_safety_net_adds_only_what_is_missing():
 ])
 def test_more_ways_of_stating_a_preference_are_pinned_whole(text):
     found = extract(user(text))
-    prefs = [c for c in found.candidates if c.kind == "preference"]
-    assert prefs and all(c.pinned for c in prefs)
-    assert prefs[0].value == text  # a short message is kept whole, with the reason that came with it
+    # a refusal ("I refuse to watch ...") is as much a constraint as a preference: either kind is a rule
+    rules = [c for c in found.candidates if c.kind in ("preference", "constraint")]
+    assert rules and all(c.pinned for c in rules)
+    assert rules[0].value == text  # a short message is kept whole, with the reason that came with it
 
 
 @pytest.mark.parametrize("text", ["Do you only wear black?", "Make this grammatically correct: I like your watch."])

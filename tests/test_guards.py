@@ -71,7 +71,7 @@ def test_extract_constraints_returns_only_constraint_sentences():
 
 
 def test_composition_takes_the_strictest_or_most_lenient_verdict():
-    units = group_units(msgs(user("I never fly at night."), user("b"), user("c")))
+    units = group_units(msgs(user("Never book me on night flights."), user("b"), user("c")))
     both = ConstraintGuard() & RecencyGuard(1)
     assert verdicts(both, units) == [Verdict.PIN, Verdict.EVICT, Verdict.KEEP]
     either = ConstraintGuard() | ALLOW_ALL

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.rules import evaluate, load_benchmark_sentences, load_corpus
-from memos.text.rules import RuleClassifier, default_classifier, default_detector, features
+from memos.text.rules import MODEL_FILE, RuleClassifier, default_classifier, default_detector, features
 from memos.text.rules_minilm import MiniLMRuleClassifier
 from tests.conftest import EMBEDDING_DIR, HAVE_MODEL, needs_data, needs_model
 
@@ -44,13 +44,25 @@ def test_recorded_minilm_results_are_those_of_the_shipped_weights():
         assert recorded[name] == now[name], name
 
 
-@pytest.mark.parametrize("lang", ["en", "zh"])
-def test_held_back_test_split_recall_and_precision_do_not_regress(lang):
+@pytest.mark.parametrize(("lang", "recall", "precision"), [("en", 0.93, 0.78), ("zh", 0.95, 0.85)])
+def test_held_back_test_split_recall_and_precision_do_not_regress(lang, recall, precision):
     r = evaluate(default_classifier(), data=Path("/nonexistent"))["results"][f"test/{lang}"]
-    # the n-gram model alone (memos' detector where the embedding model is not on disk),
-    # recorded: en 0.959 / 0.686, zh 0.957 / 0.816; its threshold is chosen for recall
-    assert r["recall"] >= 0.95
-    assert r["precision"] >= 0.67
+    # the n-gram model alone (memos' detector for Chinese, and for English where the embedding
+    # model is not on disk), recorded (recall / precision): en 0.934 / 0.790, zh 0.966 / 0.868
+    assert r["recall"] >= recall
+    assert r["precision"] >= precision
+
+
+def test_each_language_is_judged_at_its_own_threshold():
+    model = json.loads(MODEL_FILE.read_text(encoding="utf-8"))
+    c = default_classifier()
+    assert c.thresholds == model["thresholds"] and c.threshold == model["thresholds"]["en"]
+    zh, en = "机票一律订经济舱。", "Book economy class only."
+    assert c.threshold_for(zh) == c.thresholds["zh"] and c.threshold_for(en) == c.thresholds["en"]
+    strict_zh = RuleClassifier({**model, "thresholds": {"en": c.score(en) / 2, "zh": (c.score(zh) + 1) / 2}})
+    assert strict_zh.judge([zh])[0].kind == "none" and strict_zh.judge([en])[0].is_rule
+    # an explicit threshold replaces both
+    assert not any(j.is_rule for j in RuleClassifier(threshold=(max(c.score(zh), c.score(en)) + 1) / 2).judge([zh, en]))
 
 
 @needs_model
@@ -58,9 +70,9 @@ def test_minilm_judges_english_better_than_the_ngrams_alone_on_the_test_split():
     minilm = MiniLMRuleClassifier()
     both = evaluate(minilm, data=Path("/nonexistent"))["results"]
     alone = evaluate(default_classifier(), data=Path("/nonexistent"))["results"]
-    # recorded (recall / precision / F1): 0.983 / 0.804 / 0.885 against 0.950 / 0.706 / 0.810
+    # recorded (recall / precision / F1): 0.975 / 0.881 / 0.925 against 0.934 / 0.790 / 0.856
     assert both["test/en"]["recall"] >= 0.95 and both["test/en"]["f1"] >= alone["test/en"]["f1"] + 0.04
-    # on sentences written after the first weights were fitted: 0.979 / 0.825 / 0.896 against 0.943 / 0.809 / 0.871
+    # on sentences written after the weights were fitted: 0.987 / 0.907 / 0.945 against 0.949 / 0.882 / 0.915
     assert both["holdout/en"]["recall"] > alone["holdout/en"]["recall"] and both["holdout/en"]["f1"] > alone["holdout/en"]["f1"]
     assert both["test/zh"] == alone["test/zh"]
     chinese = minilm.judge(["机票一律订经济舱。"])[0]
@@ -89,8 +101,8 @@ def test_judgements_carry_kind_score_and_who_judged():
 def test_threshold_moves_the_decision_and_is_checked():
     s = "Window seats only, please."
     p = default_classifier().score(s)
-    assert RuleClassifier(threshold=min(0.99, p + 0.01)).judge([s])[0].kind == "none"
-    assert RuleClassifier(threshold=max(0.01, p - 0.01)).judge([s])[0].is_rule
+    assert RuleClassifier(threshold=(p + 1) / 2).judge([s])[0].kind == "none"
+    assert RuleClassifier(threshold=p / 2).judge([s])[0].is_rule
     with pytest.raises(ValueError):
         RuleClassifier(threshold=1.5)
 

@@ -204,8 +204,10 @@ class RuleClassifier:
     """The shipped linear model: ``score`` is the probability that a sentence is a rule,
     ``kind`` separates constraints from preferences among rules.
 
-    ``threshold`` (default: the one chosen at training time, on the train split) is the score
-    from which a sentence counts as a rule. ``judge`` is given the sentences of one message:
+    Its thresholds, one per language, are the scores from which a sentence counts as a rule,
+    chosen at training time on the train split (:meth:`threshold_for`: Chinese for a sentence
+    with Han characters, English otherwise); ``threshold`` replaces both. ``threshold`` is the
+    English one. ``judge`` is given the sentences of one message:
     when there are more than two, a sentence must reach ``long_message_threshold`` instead.
     Rules are mostly stated briefly; a long chatty message (a story, a product review) holds
     many sentences that share a rule's cue words, and the higher bar cuts how many of them
@@ -225,10 +227,12 @@ class RuleClassifier:
         # a sentence is judged again and again (guards walk the hot tier, summaries re-score
         # their lines): each text's probabilities are computed once
         self._probabilities = functools.lru_cache(maxsize=16384)(self._compute)
-        self.threshold = float(model["threshold"] if threshold is None else threshold)
-        self.long_message_threshold = max(self.threshold, float(long_message_threshold))
-        if not 0.0 < self.threshold < 1.0 or not self.long_message_threshold < 1.0:
-            raise ValueError(f"thresholds must be in (0, 1), got {self.threshold} and {long_message_threshold}")
+        by_language = model.get("thresholds") or {"en": model["threshold"], "zh": model["threshold"]}
+        self.thresholds = {k: float(v if threshold is None else threshold) for k, v in by_language.items()}
+        self.threshold = self.thresholds["en"]
+        self.long_message_threshold = float(long_message_threshold)
+        if not all(0.0 < t < 1.0 for t in self.thresholds.values()) or not 0.0 < self.long_message_threshold < 1.0:
+            raise ValueError(f"thresholds must be in (0, 1), got {self.thresholds} and {long_message_threshold}")
 
     @staticmethod
     def _logit(weights: dict[str, float], bias: float, feats: dict[str, float]) -> float:
@@ -249,12 +253,17 @@ class RuleClassifier:
         """``constraint`` or ``preference``: which kind of rule ``sentence`` would be."""
         return self._probabilities(sentence)[1]
 
+    def threshold_for(self, sentence: str) -> float:
+        """The score from which ``sentence`` counts as a rule: its language's threshold."""
+        return self.thresholds["zh"] if _CJK.search(sentence) else self.thresholds["en"]
+
     def judge(self, sentences: Sequence[str]) -> list[RuleJudgement]:
         """One judgement per sentence of one message."""
         out = []
-        bar = self.long_message_threshold if len(sentences) > 2 else self.threshold
+        long = len(sentences) > 2
         for s in sentences:
             p, kind = self._probabilities(s)
+            bar = max(self.threshold_for(s), self.long_message_threshold) if long else self.threshold_for(s)
             out.append(RuleJudgement(s, kind if p >= bar else "none", round(p, 4), self.name))
         return out
 
