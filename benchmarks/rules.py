@@ -180,7 +180,6 @@ def train(out: Path = MODEL_FILE, *, progress: Callable[[str], None] = print) ->
         "about": "memos rule classifier: logistic regression over memos.text.rules.features; "
                  "fitted by benchmarks/rules.py on the train split of tests/data/rules/corpus.tsv",
         "C": C,
-        "threshold": thresholds["en"],
         "thresholds": thresholds,
         "cv_on_train": cv_rates(cv, thresholds),
         "rule": {"bias": round(float(model.intercept_[0]), 4), "weights": rule},

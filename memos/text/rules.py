@@ -260,10 +260,10 @@ class RuleClassifier:
     def judge(self, sentences: Sequence[str]) -> list[RuleJudgement]:
         """One judgement per sentence of one message."""
         out = []
-        long = len(sentences) > 2
+        floor = self.long_message_threshold if len(sentences) > 2 else 0.0
         for s in sentences:
             p, kind = self._probabilities(s)
-            bar = max(self.threshold_for(s), self.long_message_threshold) if long else self.threshold_for(s)
+            bar = max(self.threshold_for(s), floor)
             out.append(RuleJudgement(s, kind if p >= bar else "none", round(p, 4), self.name))
         return out
 
