@@ -108,6 +108,9 @@ class OnnxEmbedder:
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
         opts.inter_op_num_threads = 1
+        # ONNX Runtime's pool threads spin for a while after each run by default, holding a core
+        # the caller's other threads (the background indexer, the application) need
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         opts.log_severity_level = 3
         # weights that replace the model's own by name (a fine-tuned part of it); ONNX Runtime
         # reads them from these arrays for the session's lifetime, so they are kept

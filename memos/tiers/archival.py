@@ -23,7 +23,7 @@ import contextlib
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import update
@@ -330,7 +330,7 @@ class ArchivalTier:
         if not msgs:
             return {}, {}
         with Session(self.engine) as s:
-            rows = s.exec(select(ArchiveItem).where(
+            rows = s.exec(select(ArchiveItem).options(*WITHOUT_TOKENS).where(
                 ArchiveItem.namespace == self.namespace, col(ArchiveItem.session).in_(sorted({h.session for h in msgs})),
                 col(ArchiveItem.kind).in_(["message", "tool_chain"]),
                 or_(col(ArchiveItem.first_seq).in_(sorted({k[1] for k in after_of})),
@@ -429,32 +429,40 @@ class ArchivalTier:
         scores, similarity, found_in = self._fused(query, pool, mode, min_similarity)
         if not scores:
             return []
-        with Session(self.engine) as s:
-            rows = {r.id: r for part in chunks(list(scores)) for r in s.exec(
-                select(ArchiveItem).options(*WITHOUT_TOKENS).where(col(ArchiveItem.id).in_(part))).all()}
         excluded = set(exclude_message_ids)
         hits: list[Hit] = []
         covered: set[str] = set()
-        for item_id in sorted(scores, key=lambda i: -scores[i]):
-            r = rows.get(item_id)
-            if r is None or r.namespace != self.namespace:
-                continue
-            if since is not None and r.created_at < since or until is not None and r.created_at > until:
-                continue
-            if kinds and r.kind not in kinds:
-                continue
-            item_roles = tuple(x for x in r.roles.split(",") if x)
-            if roles and not set(roles) & set(item_roles):
-                continue
-            mids = tuple(json.loads(r.message_ids))
-            if mids and (set(mids) <= excluded or set(mids) <= covered):
-                continue
-            covered.update(mids)
-            hits.append(Hit(r.id, r.kind, r.text, scores[item_id], mids, r.first_seq, r.last_seq, item_roles,
-                            r.created_at, "archive", r.session, similarity.get(item_id), tuple(found_in[item_id])))
-            if len(hits) >= want:
-                break
+        with Session(self.engine) as s:
+            for item_id, r in self._best_first(s, sorted(scores, key=lambda i: -scores[i]), max(64, 2 * want)):
+                if r is None or r.namespace != self.namespace:
+                    continue
+                if since is not None and r.created_at < since or until is not None and r.created_at > until:
+                    continue
+                if kinds and r.kind not in kinds:
+                    continue
+                item_roles = tuple(x for x in r.roles.split(",") if x)
+                if roles and not set(roles) & set(item_roles):
+                    continue
+                mids = tuple(json.loads(r.message_ids))
+                if mids and (set(mids) <= excluded or set(mids) <= covered):
+                    continue
+                covered.update(mids)
+                hits.append(Hit(r.id, r.kind, r.text, scores[item_id], mids, r.first_seq, r.last_seq, item_roles,
+                                r.created_at, "archive", r.session, similarity.get(item_id), tuple(found_in[item_id])))
+                if len(hits) >= want:
+                    break
         return hits[offset:want]
+
+    @staticmethod
+    def _best_first(s: Session, ranked: list[str], step: int) -> Iterator[tuple[str, ArchiveItem | None]]:
+        """Each ranked id with its row (None when it is gone), the rows read a slice of
+        ``step`` at a time: a search usually stops long before its last candidate."""
+        for lo in range(0, len(ranked), step):
+            part = ranked[lo : lo + step]
+            rows = {r.id: r for r in s.exec(
+                select(ArchiveItem).options(*WITHOUT_TOKENS).where(col(ArchiveItem.id).in_(part))).all()}
+            for item_id in part:
+                yield item_id, rows.get(item_id)
 
     def _fused(self, query: str, pool: int, mode: str, min_similarity: float | None
                ) -> tuple[dict[str, float], dict[str, float], dict[str, list[str]]]:

@@ -183,11 +183,24 @@ class _Candidate:
     text: str
 
 
+_RULE_ROLES = ("user", "system", "developer")
+
+
+def _prescore(lines: Sequence[tuple[str, str]]) -> None:
+    """Let the rule detector score the ``(sentence, role)`` lines whose role sets rules in
+    one batch, where it can (the MiniLM model: one forward pass instead of one a line); its
+    cache then answers :func:`_score`'s one-sentence judgements."""
+    batch = getattr(default_detector(), "scores", None)
+    texts = [t for t, role in dict.fromkeys(lines) if role in _RULE_ROLES and not ACK.match(t.strip())]
+    if callable(batch) and len(texts) > 1:
+        batch(texts)
+
+
 def _score(sentence: str, role: str) -> int:
     if ACK.match(sentence.strip()):
         return -1
     score = 0
-    if role in ("user", "system", "developer") and default_detector().judge([sentence])[0].is_rule:
+    if role in _RULE_ROLES and default_detector().judge([sentence])[0].is_rule:
         score += 4
     ids = find_identifiers(sentence)
     score += min(4, 2 * len(ids))
@@ -242,6 +255,7 @@ class ExtractiveSummarizer:
         out: list[_Candidate] = []
         order = start
         names: dict[str, str] = {}
+        _prescore([(sentence, m.role) for m in messages if m.role != "tool" for sentence in split_sentences(m.text)])
         for m in messages:
             role = m.role
             for call in m.data.get("tool_calls") or ():
@@ -271,8 +285,9 @@ class ExtractiveSummarizer:
         cands: list[_Candidate] = []
         oldest, earlier, detail = layers(plan.previous or "")
         if plan.previous:
-            for i, line in enumerate(detail):
-                role = line[2:].split(":", 1)[0] if line.startswith("- ") else ""
+            roles = [line[2:].split(":", 1)[0] if line.startswith("- ") else "" for line in detail]
+            _prescore(list(zip(detail, roles, strict=True)))
+            for i, (line, role) in enumerate(zip(detail, roles, strict=True)):
                 cands.append(_Candidate(self._score(line, role) + 1, i, line))
         cands.extend(self.candidates(plan.messages, start=len(cands)))
         seen: set[str] = set()
