@@ -16,6 +16,7 @@ import re
 import shutil
 import sqlite3
 import threading
+import time
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
@@ -212,8 +213,18 @@ class Indexer:
     (:meth:`ArchivalTier.schedule`), a batch at a time, so that a store serving a thousand
     sessions runs one indexing thread, not a thousand. Started on first use."""
 
-    def __init__(self, batch: int = 16) -> None:
+    def __init__(self, batch: int = 16, *, quiet: float = 0.05, max_delay: float = 1.0) -> None:
+        """``quiet``: seconds without a new :meth:`schedule` before a batch starts (a message
+        logged by ``add`` is then embedded after the ``context()`` call that follows it, not
+        during it); ``max_delay``: the longest a scheduled tier waits however busy the
+        callers are."""
+        if quiet < 0 or max_delay < quiet:
+            raise ValueError(f"need 0 <= quiet <= max_delay, got quiet={quiet}, max_delay={max_delay}")
         self.batch = batch
+        self.quiet = quiet
+        self.max_delay = max_delay
+        self._last = 0.0  # when schedule() was last called
+        self._since: float | None = None  # when the oldest unanswered schedule() was made
         self._dirty: dict[int, ArchivalTier] = {}
         self._cond = threading.Condition()
         self._busy = threading.Lock()  # held for each batch
@@ -224,6 +235,9 @@ class Indexer:
         """Flush ``tier`` soon, on the indexer thread."""
         with self._cond:
             self._dirty[id(tier)] = tier
+            self._last = time.monotonic()
+            if self._since is None:
+                self._since = self._last
             if self._thread is None or not self._thread.is_alive():
                 self._stopping = False
                 self._thread = threading.Thread(target=self._run, name="memos-archival-indexer", daemon=True)
@@ -237,20 +251,32 @@ class Indexer:
             self._dirty.pop(id(tier), None)
 
     def _run(self) -> None:
+        backlog = False  # the last batch left more of its tier queued: go on at once
         while True:
             with self._cond:
-                while not self._dirty and not self._stopping:
-                    self._cond.wait()
+                while not self._stopping:
+                    if not self._dirty:
+                        self._cond.wait()
+                        backlog = False
+                        continue
+                    now = time.monotonic()
+                    wait = min(self._last + self.quiet, (self._since or now) + self.max_delay) - now
+                    if backlog or wait <= 0:
+                        break
+                    self._cond.wait(wait)
                 if self._stopping:
                     return
                 key = next(iter(self._dirty))
                 tier = self._dirty.pop(key)
+                if not self._dirty:
+                    self._since = None
             try:
                 with self._busy:
                     more = tier.flush(limit=self.batch)
             except Exception:  # the tier logs its own failures; one bad tier must not stop the others
                 log.exception("archival indexing failed")
                 more = 0
+            backlog = bool(more)
             if more:
                 with self._cond:
                     self._dirty.setdefault(key, tier)
