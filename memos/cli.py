@@ -372,6 +372,8 @@ def _parser() -> argparse.ArgumentParser:
     over.add_argument("--sizes", default="1000,10000,100000", help="session lengths, comma-separated")
     over.add_argument("--turns", type=int, default=300, help="turns timed at each size (default 300)")
     over.add_argument("--budget", type=int, default=4096, help="prompt budget in tokens (default 4096)")
+    over.add_argument("--model-ms", type=float, default=0.0,
+                      help="untimed wait between context() and the reply, as for a model's answer (default 0)")
     over.add_argument("--out", default=None, help="write the results as JSON here (default: a new file in ./memos-bench/)")
     insp = sub.add_parser("inspect", help="the tiers of a session and its compaction log")
     _session_args(insp)

@@ -223,9 +223,13 @@ def _bench_overhead(args: argparse.Namespace, console: Any, Table: Any) -> int:
     sizes = _ints(args.sizes, "--sizes")
     if min(sizes) < 1 or args.turns < 10:
         raise SystemExit("error: sizes must be positive and --turns at least 10")
+    if args.model_ms < 0:
+        raise SystemExit("error: --model-ms must be 0 or more")
     with Progress("measuring") as progress:
-        result = run_overhead(sizes=sizes, turns=args.turns, budget=args.budget, progress=progress.update)
-    table = Table(title=f"overhead per turn ({args.turns} turns timed after each session length; no LLM)")
+        result = run_overhead(sizes=sizes, turns=args.turns, budget=args.budget, model_ms=args.model_ms,
+                              progress=progress.update)
+    wait = f"; {args.model_ms:g} ms model wait, untimed" if args.model_ms else ""
+    table = Table(title=f"overhead per turn ({args.turns} turns timed after each session length; no LLM{wait})")
     for col in ("variant", "messages", "p50 ms", "p95 ms", "peak MB", "fill msgs/s"):
         table.add_column(col, justify="left" if col == "variant" else "right")
     for r in result["results"]:

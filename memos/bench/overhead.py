@@ -8,6 +8,11 @@ memos runs twice: with its defaults (auto-recall embeds each new user message an
 the archive; every archived item's vector is written before the timed turns) and with
 ``auto_recall=False`` and no embedding model (paging and prompt assembly only; archive
 items are written and keyword-indexed, no vectors).
+
+With ``model_ms``, each turn waits that long between ``context()`` and the reply, untimed,
+as an agent loop waits for the model's answer: background work (the archive's vectors,
+a demotion being planned) then runs in that wait, as it does in use. With 0 (the default)
+the turns follow each other and that work competes with the timed calls for the cores.
 """
 
 from __future__ import annotations
@@ -57,17 +62,19 @@ def _percentile(values: Sequence[float], q: float) -> float:
     return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 
 
-def measure(size: int, variant: str, turns: int = 300, budget: int = 4096) -> dict[str, Any]:
-    """Fill a session to ``size`` messages, then time ``turns`` turns (in this process)."""
+def measure(size: int, variant: str, turns: int = 300, budget: int = 4096, model_ms: float = 0.0) -> dict[str, Any]:
+    """Fill a session to ``size`` messages, then time ``turns`` turns (in this process),
+    each waiting ``model_ms`` (untimed) for a stand-in model's answer before its reply."""
     settings = replace(MemosSettings.from_env(), budget_tokens=budget, auto_recall=variant == "memos")
     folder = Path(tempfile.mkdtemp(prefix="memos-overhead-"))
     try:
-        return _measure(variant, size, turns, settings, folder)
+        return _measure(variant, size, turns, settings, folder, model_ms / 1000)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _measure(variant: str, size: int, turns: int, settings: MemosSettings, folder: Path) -> dict[str, Any]:
+def _measure(variant: str, size: int, turns: int, settings: MemosSettings, folder: Path, wait: float
+             ) -> dict[str, Any]:
     from ..memory import Memory
 
     recall = variant == "memos"
@@ -92,6 +99,10 @@ def _measure(variant: str, size: int, turns: int, settings: MemosSettings, folde
         t = time.perf_counter()
         mem.add(user)
         ctx = mem.context()
+        asked = time.perf_counter()
+        if wait:
+            time.sleep(wait)
+        t += time.perf_counter() - asked  # the model's time is not memos'
         mem.add(reply)
         times.append((time.perf_counter() - t) * 1000)
         tokens = max(tokens, mem.counter.count_messages(ctx))
@@ -107,7 +118,7 @@ def _measure(variant: str, size: int, turns: int, settings: MemosSettings, folde
     }
 
 
-def _child(args: tuple[int, str, int, int]) -> dict[str, Any]:
+def _child(args: tuple[int, str, int, int, float]) -> dict[str, Any]:
     return measure(*args)
 
 
@@ -117,6 +128,7 @@ def run_overhead(
     variants: Sequence[str] = VARIANTS,
     turns: int = 300,
     budget: int = 4096,
+    model_ms: float = 0.0,
     progress: ProgressFn | None = None,
 ) -> dict[str, Any]:
     """Measure every variant at every size, each in a fresh process; the JSON-able result."""
@@ -128,7 +140,7 @@ def run_overhead(
         by_size: list[dict[str, Any]] = []
         for size in sizes:
             with ctx.Pool(1) as pool:
-                by_size.append(pool.apply(_child, ((size, variant, turns, budget),)))
+                by_size.append(pool.apply(_child, ((size, variant, turns, budget, model_ms),)))
             if progress:
                 progress(variants.index(variant) * len(sizes) + len(by_size), len(variants) * len(sizes),
                          f"{variant}: {size:,} messages")
@@ -144,8 +156,9 @@ def run_overhead(
         })
     return {
         "benchmark": "overhead",
-        "params": {"sizes": list(sizes), "turns": turns, "budget": budget, "llm": None,
+        "params": {"sizes": list(sizes), "turns": turns, "budget": budget, "llm": None, "model_ms": model_ms,
                    "messages": "synthetic user/assistant chat, 20-40 tokens each",
-                   "turn": "add(user) + context() + add(reply)"},
+                   "turn": "add(user) + context() + add(reply)"
+                           + (f", {model_ms:g} ms untimed between context() and the reply" if model_ms else "")},
         "results": results,
     }
