@@ -213,7 +213,7 @@ class Indexer:
     (:meth:`ArchivalTier.schedule`), a batch at a time, so that a store serving a thousand
     sessions runs one indexing thread, not a thousand. Started on first use."""
 
-    def __init__(self, batch: int = 16, *, quiet: float = 0.05, max_delay: float = 1.0) -> None:
+    def __init__(self, batch: int = 16, *, quiet: float = 0.05, max_delay: float = 0.25) -> None:
         """``quiet``: seconds without a new :meth:`schedule` before a batch starts (a message
         logged by ``add`` is then embedded after the ``context()`` call that follows it, not
         during it); ``max_delay``: the longest a scheduled tier waits however busy the
