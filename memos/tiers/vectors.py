@@ -211,7 +211,9 @@ def _stop_indexers() -> None:
 class Indexer:
     """One background thread that writes the archival vectors of every tier that asks
     (:meth:`ArchivalTier.schedule`), a batch at a time, so that a store serving a thousand
-    sessions runs one indexing thread, not a thousand. Started on first use."""
+    sessions runs one indexing thread, not a thousand. Started on first use. It waits for a
+    quiet moment before a batch (see ``quiet``), so that in an agent loop the vectors are
+    written while the model answers rather than while the next prompt is assembled."""
 
     def __init__(self, batch: int = 16, *, quiet: float = 0.05, max_delay: float = 0.25) -> None:
         """``quiet``: seconds without a new :meth:`schedule` before a batch starts (a message
