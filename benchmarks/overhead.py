@@ -1,6 +1,7 @@
 """Per-turn time (add + context) and peak memory of memos at 1k, 10k and 100k messages.
 
-    python -m benchmarks.overhead --sizes 1000,10000,100000 --out benchmarks/results/overhead.json
+    python -m benchmarks.overhead --sizes 1000,10000 --out benchmarks/results/overhead.json
+    python -m benchmarks.overhead --sizes 1000,10000 --model-ms 300 --out benchmarks/results/overhead_model_wait.json
 
 The same as ``memos bench overhead``; the code lives in :mod:`memos.bench.overhead`.
 """

@@ -115,7 +115,7 @@ def sessions(r: dict[str, Any]) -> str:
 
 def main() -> int:
     for name, fn in (("locomo", locomo), ("locomo_cross_session", locomo_cross_session), ("prefeval", prefeval),
-                     ("tokens", tokens), ("overhead", overhead), ("sessions", sessions)):
+                     ("tokens", tokens), ("overhead", overhead), ("overhead_model_wait", overhead), ("sessions", sessions)):
         r = _load(name)
         if r is not None:
             print(f"### {name}\n\n{fn(r)}\n")
