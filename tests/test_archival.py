@@ -367,3 +367,32 @@ def test_vectors_of_another_model_are_written_again_never_mixed(store, caplog):
     hits = second.retrieve("garden shed", 3)
     assert hits and "dense" in hits[0].found_by  # 48-dimensional queries against 48-dimensional vectors
     second.close()
+
+
+def test_a_hits_neighbours_are_looked_up_on_indexes_not_by_reading_its_session(tmp_path):
+    from sqlalchemy import event
+
+    mem = Memory("long", store=tmp_path / "n.db", embedding_model_dir=tmp_path / "no-model")
+    for i in range(150):
+        mem.add([user(f"Note {i}: the locker code for box {i} is LC-{i:04d}."), assistant(f"Saved box {i}.")])
+    hits = [h for h in mem.archival.search("locker code box 77 LC-0077", 5) if h.kind == "message"]
+    hit = next(h for h in hits if "LC-0077" in h.text)
+    seen: list[tuple[str, tuple]] = []
+
+    def record(conn, cursor, statement, parameters, context, executemany):
+        if statement.lstrip().upper().startswith("SELECT") and "FROM memos_archive" in statement:
+            seen.append((statement, tuple(parameters)))
+
+    event.listen(mem.archival.engine, "before_cursor_execute", record)
+    try:
+        after, before = mem.archival.neighbours([hit])
+    finally:
+        event.remove(mem.archival.engine, "before_cursor_execute", record)
+    assert after[hit.id].text == "assistant: Saved box 77."
+    assert before[hit.id].text == "assistant: Saved box 76."
+    assert seen
+    with mem.archival.engine.connect() as conn:
+        for statement, params in seen:
+            plan = " | ".join(str(r[3]) for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, params).all())
+            assert "first_seq=?" in plan or "last_seq=?" in plan, (statement, plan)  # not every item of the session
+    mem.close()

@@ -28,7 +28,7 @@ from typing import Any
 
 from sqlalchemy import update
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, col, func, or_, select
+from sqlmodel import Session, col, func, select
 
 from ..embeddings import Embedder, TokenStates, covers, token_states
 from ..store import chunks
@@ -329,12 +329,16 @@ class ArchivalTier:
         before_of = {(h.session, h.first_seq - 1): h.id for h in msgs}
         if not msgs:
             return {}, {}
+        turns = (ArchiveItem.namespace == self.namespace, col(ArchiveItem.session).in_(sorted({h.session for h in msgs})),
+                 col(ArchiveItem.kind).in_(["message", "tool_chain"]))
         with Session(self.engine) as s:
-            rows = s.exec(select(ArchiveItem).options(*WITHOUT_TOKENS).where(
-                ArchiveItem.namespace == self.namespace, col(ArchiveItem.session).in_(sorted({h.session for h in msgs})),
-                col(ArchiveItem.kind).in_(["message", "tool_chain"]),
-                or_(col(ArchiveItem.first_seq).in_(sorted({k[1] for k in after_of})),
-                    col(ArchiveItem.last_seq).in_(sorted({k[1] for k in before_of}))))).all()
+            # two queries, not one with OR: each then runs on an index of its own (with OR, SQLite
+            # read every item of the hits' sessions)
+            found = [*s.exec(select(ArchiveItem).options(*WITHOUT_TOKENS).where(
+                         *turns, col(ArchiveItem.first_seq).in_(sorted({k[1] for k in after_of})))).all(),
+                     *s.exec(select(ArchiveItem).options(*WITHOUT_TOKENS).where(
+                         *turns, col(ArchiveItem.last_seq).in_(sorted({k[1] for k in before_of})))).all()]
+        rows = list({r.id: r for r in found}.values())
         after: dict[str, Hit] = {}
         before: dict[str, Hit] = {}
         for r in rows:

@@ -25,7 +25,9 @@ class ArchiveItem(MemosModel, table=True):
     """One archived piece of a session."""
 
     __tablename__ = "memos_archive"
-    __table_args__ = (Index("ix_memos_archive_turn", "namespace", "session", "first_seq"),)
+    # a message's neighbours are found by where they start and where they end
+    __table_args__ = (Index("ix_memos_archive_turn", "namespace", "session", "first_seq"),
+                      Index("ix_memos_archive_turn_end", "namespace", "session", "last_seq"))
 
     id: str = Field(primary_key=True)
     namespace: str = Field(index=True)  # whose memory: the user (or agent, or session) it belongs to
