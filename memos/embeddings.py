@@ -26,7 +26,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -121,7 +121,7 @@ class OnnxEmbedder:
         self._session = ort.InferenceSession(str(self.model_dir / "model.onnx"), opts, providers=["CPUExecutionProvider"])
         self._inputs = {i.name for i in self._session.get_inputs()}
         if not self.dim:
-            self.dim = int(self._embed_batch(["dimension probe"]).shape[1])
+            self.dim = int(self._forward(["dimension probe"])[0].shape[-1])
 
     def covers(self, text: str) -> bool:
         """Whether the model can say what ``text`` means: any text for a multilingual model;
@@ -133,23 +133,14 @@ class OnnxEmbedder:
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
         """Embeddings of ``texts`` (float32, L2-normalised, shape (n, dim))."""
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for start in range(0, len(order), self.batch_size):
-            idx = order[start : start + self.batch_size]
-            out[idx] = self._embed_batch([texts[i] or " " for i in idx])
-        return out
+        return _normalise(self.pooled(texts))
 
     def with_tokens(self, texts: Sequence[str]) -> tuple[np.ndarray, list[TokenStates]]:
         """Embeddings of ``texts`` (as :meth:`__call__`) and, from the same forward pass, each
         text's token states (what :mod:`memos.tiers.late` matches)."""
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         states: list[TokenStates | None] = [None] * len(texts)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        for start in range(0, len(order), self.batch_size):
-            idx = order[start : start + self.batch_size]
+        for idx in self._batches(texts):
             hidden, mask, enc = self._forward([texts[i] or " " for i in idx])
             out[idx] = _normalise(_mean_pool(hidden, mask))
             for row, i in enumerate(idx):
@@ -159,14 +150,21 @@ class OnnxEmbedder:
                                         _normalise(hidden[row][keep].astype(np.float32)))
         return out, [s for s in states if s is not None]
 
-    def _embed_batch(self, texts: list[str]) -> np.ndarray:
-        return _normalise(self.pooled(texts))
+    def pooled(self, texts: Sequence[str]) -> np.ndarray:
+        """The attention-masked mean of the last hidden states of ``texts`` (not normalised),
+        shape (n, dim)."""
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for idx in self._batches(texts):
+            hidden, mask, _ = self._forward([texts[i] or " " for i in idx])
+            out[idx] = _mean_pool(hidden, mask)
+        return out
 
-    def pooled(self, texts: list[str]) -> np.ndarray:
-        """The attention-masked mean of the last hidden states of ``texts`` (one batch, not
-        normalised)."""
-        hidden, mask, _ = self._forward(texts)
-        return _mean_pool(hidden, mask)
+    def _batches(self, texts: Sequence[str]) -> Iterator[list[int]]:
+        """Indexes of ``texts`` in batches of ``batch_size`` of similar length (a batch is
+        padded to its longest text)."""
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), self.batch_size):
+            yield order[start : start + self.batch_size]
 
     def _forward(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, list[Any]]:
         """The last hidden states of one batch, its attention mask and its encodings."""

@@ -62,16 +62,9 @@ class MiniLMRuleClassifier:
             raise ValueError(f"the rule model was fine-tuned from all-MiniLM-L6-v2, not {self._model.name}")
         self._cache: dict[str, float] = {}
 
-    def _logits(self, sentences: list[str], batch: int = 16) -> list[float]:
-        # batches of similar length: a batch is padded to its longest sentence
-        order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-        out = [0.0] * len(sentences)
-        for lo in range(0, len(order), batch):
-            idx = order[lo : lo + batch]
-            pooled = self._model.pooled([sentences[i] for i in idx])
-            for i, z in zip(idx, pooled @ self._head_w + self._head_b, strict=True):
-                out[i] = float(z)
-        return out
+    def _logits(self, sentences: list[str]) -> list[float]:
+        pooled = self._model.pooled(sentences)
+        return [float(z) for z in pooled @ self._head_w + self._head_b]
 
     def scores(self, sentences: Sequence[str]) -> list[float]:
         """Probability that each sentence states a rule (computed once per text)."""

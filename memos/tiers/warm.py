@@ -255,8 +255,9 @@ class ExtractiveSummarizer:
         out: list[_Candidate] = []
         order = start
         names: dict[str, str] = {}
-        _prescore([(sentence, m.role) for m in messages if m.role != "tool" for sentence in split_sentences(m.text)])
-        for m in messages:
+        sentences = [[] if m.role == "tool" else split_sentences(m.text) for m in messages]
+        _prescore([(sentence, m.role) for m, said in zip(messages, sentences, strict=True) for sentence in said])
+        for m, said in zip(messages, sentences, strict=True):
             role = m.role
             for call in m.data.get("tool_calls") or ():
                 fn = call["function"]
@@ -271,7 +272,7 @@ class ExtractiveSummarizer:
                 out.append(_Candidate(score, order, _clip_line(f"- {name} returned: {text}")))
                 order += 1
                 continue
-            for sentence in split_sentences(m.text):
+            for sentence in said:
                 score = self._score(sentence, role)
                 if score >= 1:
                     out.append(_Candidate(score, order, _clip_line(f"- {role}: {sentence}")))
