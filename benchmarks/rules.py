@@ -4,9 +4,11 @@
     python -m benchmarks.rules evaluate --out benchmarks/results/rules.json
 
 ``train`` fits :class:`memos.text.rules.RuleClassifier`'s weights on the *train* split of
-``tests/data/rules/corpus.tsv`` only (logistic regression, class-balanced) and picks its
-threshold by 5-fold cross-validation on that split (the highest score threshold that keeps the
-cross-validated recall of each language at ``CV_RECALL``), then writes ``memos/text/rules_model.json``.
+``tests/data/rules/corpus.tsv`` only (logistic regression, class-balanced; for Chinese a model
+of its own over features present or absent, scaled by their naive Bayes log-count ratios) and
+picks each language's threshold by 5-fold cross-validation on that split (the highest score
+threshold that keeps the language's cross-validated recall at ``CV_RECALL``), then writes
+``memos/text/rules_model.json``.
 
 ``evaluate`` measures the shipped weights, per language: precision and recall on the train
 split, on the held-back *test* split, on the *holdout* split (the sentences written last,
@@ -168,10 +170,29 @@ def train(out: Path = MODEL_FILE, *, progress: Callable[[str], None] = print) ->
     model = LogisticRegression(C=C, max_iter=5000, class_weight="balanced")
     progress(f"cross-validating on {len(rows)} train sentences")
     cv = cross_val_predict(model, x, y, cv=folds, method="predict_proba")[:, 1]
+    # Chinese sentences get a model of their own, fitted on the Chinese sentences' features
+    # present / absent, each scaled by its naive Bayes log-count ratio (Wang & Manning 2012)
+    zh = np.where(lang == "zh")[0]
+    x_zh = (x[zh] > 0).astype(float)
+    zh_cv = np.zeros(len(zh))
+    for k, (fit_idx, held_idx) in enumerate(folds):
+        progress(f"Chinese model, fold {k + 1}/{len(folds)}")
+        part, held = np.isin(zh, fit_idx), np.isin(zh, held_idx)
+        ratio = _nb_ratio(x_zh[part], y[zh][part])
+        fold_model = LogisticRegression(C=C, max_iter=5000, class_weight="balanced")
+        fold_model.fit(x_zh[part].multiply(ratio).tocsr(), y[zh][part])
+        zh_cv[held] = fold_model.predict_proba(x_zh[held].multiply(ratio).tocsr())[:, 1]
+    # a Chinese sentence's score: the mean of the two models' log-odds
+    cv[zh] = _mean_odds(cv[zh], zh_cv)
     thresholds = {language: threshold(cv, language) for language in ("en", "zh")}
     model.fit(x, y)
     names = vec.get_feature_names_out()
     rule = {str(n): round(float(w), 4) for n, w in zip(names, model.coef_[0], strict=False) if abs(w) >= 1e-3}
+    ratio = _nb_ratio(x_zh, y[zh])
+    zh_model = LogisticRegression(C=C, max_iter=5000, class_weight="balanced").fit(x_zh.multiply(ratio).tocsr(), y[zh])
+    # the ratio folded into the weights: a present feature adds its weight
+    rule_zh = {str(n): round(float(w * r), 4) for n, w, r in zip(names, zh_model.coef_[0], ratio, strict=False)
+               if abs(w * r) >= 1e-3}
     pos = [i for i, r in enumerate(rows) if r["label"] != "none"]
     kind_y = np.array([rows[i]["label"] == "preference" for i in pos], dtype=int)
     kind_model = LogisticRegression(C=4.0, max_iter=5000, class_weight="balanced").fit(x[pos], kind_y)
@@ -183,11 +204,32 @@ def train(out: Path = MODEL_FILE, *, progress: Callable[[str], None] = print) ->
         "thresholds": thresholds,
         "cv_on_train": cv_rates(cv, thresholds),
         "rule": {"bias": round(float(model.intercept_[0]), 4), "weights": rule},
+        "rule_zh": {"bias": round(float(zh_model.intercept_[0]), 4), "weights": rule_zh, "features": "present",
+                    "mix": 0.5},
         "kind": {"bias": round(float(kind_model.intercept_[0]), 4), "weights": kind},
     }
     out.write_text(json.dumps(doc, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n", encoding="utf-8")
     progress(f"wrote {out} ({len(rule)} rule weights, {len(kind)} kind weights, thresholds {thresholds})")
     return doc
+
+
+def _mean_odds(a: Any, b: Any) -> Any:
+    """The probability whose log-odds are the mean of ``a``'s and ``b``'s."""
+    import numpy as np
+
+    a, b = np.clip(a, 1e-6, 1 - 1e-6), np.clip(b, 1e-6, 1 - 1e-6)
+    z = 0.5 * (np.log(a / (1 - a)) + np.log(b / (1 - b)))
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+def _nb_ratio(x: Any, y: Any) -> Any:
+    """Each feature's naive Bayes log-count ratio over present / absent features ``x`` with
+    labels ``y`` (add-one smoothed)."""
+    import numpy as np
+
+    pos = 1.0 + np.asarray(x[y == 1].sum(0)).ravel()
+    neg = 1.0 + np.asarray(x[y == 0].sum(0)).ravel()
+    return np.log((pos / pos.sum()) / (neg / neg.sum()))
 
 
 def _commit() -> str:

@@ -202,7 +202,9 @@ def features(text: str) -> dict[str, float]:
 
 class RuleClassifier:
     """The shipped linear model: ``score`` is the probability that a sentence is a rule,
-    ``kind`` separates constraints from preferences among rules.
+    ``kind`` separates constraints from preferences among rules. A sentence with Han
+    characters is scored by the model's Chinese part where it has one: weights over the
+    features present (each a naive Bayes log-count ratio times a logistic regression weight).
 
     Its thresholds, one per language, are the scores from which a sentence counts as a rule,
     chosen at training time on the train split (:meth:`threshold_for`: Chinese for a sentence
@@ -224,6 +226,11 @@ class RuleClassifier:
         self.rule_bias: float = float(model["rule"]["bias"])
         self.kind_weights: dict[str, float] = model["kind"]["weights"]
         self.kind_bias: float = float(model["kind"]["bias"])
+        # Chinese sentences: a model over features present or absent (when the file has one)
+        zh = model.get("rule_zh")
+        self.zh_weights: dict[str, float] | None = zh["weights"] if zh else None
+        self.zh_bias: float = float(zh["bias"]) if zh else 0.0
+        self.zh_mix: float = float(zh.get("mix", 1.0)) if zh else 0.0
         # a sentence is judged again and again (guards walk the hot tier, summaries re-score
         # their lines): each text's probabilities are computed once
         self._probabilities = functools.lru_cache(maxsize=16384)(self._compute)
@@ -241,6 +248,9 @@ class RuleClassifier:
     def _compute(self, sentence: str) -> tuple[float, str]:
         feats = features(sentence)
         z = self._logit(self.rule_weights, self.rule_bias, feats)
+        if self.zh_weights is not None and _CJK.search(sentence):
+            z_zh = self.zh_bias + sum(self.zh_weights.get(k, 0.0) for k in feats)
+            z = self.zh_mix * z_zh + (1 - self.zh_mix) * z
         p = 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
         kind = "preference" if self._logit(self.kind_weights, self.kind_bias, feats) > 0 else "constraint"
         return p, kind
