@@ -202,9 +202,10 @@ def features(text: str) -> dict[str, float]:
 
 class RuleClassifier:
     """The shipped linear model: ``score`` is the probability that a sentence is a rule,
-    ``kind`` separates constraints from preferences among rules. A sentence with Han
-    characters is scored by the model's Chinese part where it has one: weights over the
-    features present (each a naive Bayes log-count ratio times a logistic regression weight).
+    ``kind`` separates constraints from preferences among rules. Where the model has a
+    Chinese part, a sentence with Han characters is scored by the weighted mean (its ``mix``)
+    of the Chinese part's log-odds and the joint model's; the Chinese part's weights apply to
+    the features present (each a naive Bayes log-count ratio times a logistic regression weight).
 
     Its thresholds, one per language, are the scores from which a sentence counts as a rule,
     chosen at training time on the train split (:meth:`threshold_for`: Chinese for a sentence
