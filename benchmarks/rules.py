@@ -8,7 +8,7 @@
 of its own over features present or absent, scaled by their naive Bayes log-count ratios) and
 picks each language's threshold by 5-fold cross-validation on that split (the highest score
 threshold that keeps the language's cross-validated recall at ``CV_RECALL``), then writes
-``memos/text/rules_model.json``.
+``memos/text/rules_model.json.gz``.
 
 ``evaluate`` measures the shipped weights, per language: precision and recall on the train
 split, on the held-back *test* split, on the *holdout* split (the sentences written last,
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import gzip
 import json
 import platform
 import subprocess
@@ -208,7 +209,8 @@ def train(out: Path = MODEL_FILE, *, progress: Callable[[str], None] = print) ->
                     "mix": ZH_MIX},
         "kind": {"bias": round(float(kind_model.intercept_[0]), 4), "weights": kind},
     }
-    out.write_text(json.dumps(doc, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n", encoding="utf-8")
+    data = (json.dumps(doc, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n").encode("utf-8")
+    out.write_bytes(gzip.compress(data, 9, mtime=0))  # mtime 0: the same weights, the same bytes
     progress(f"wrote {out} ({len(rule)} rule weights, {len(kind)} kind weights, thresholds {thresholds})")
     return doc
 

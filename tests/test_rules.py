@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.rules import evaluate, load_benchmark_sentences, load_corpus
-from memos.text.rules import MODEL_FILE, RuleClassifier, default_classifier, default_detector, features
+from memos.text.rules import RuleClassifier, default_classifier, default_detector, features, load_model
 from memos.text.rules_minilm import MiniLMRuleClassifier
 from tests.conftest import EMBEDDING_DIR, HAVE_MODEL, needs_data, needs_model
 
@@ -55,7 +55,7 @@ def test_held_back_test_split_recall_and_precision_do_not_regress(lang, recall, 
 
 
 def test_chinese_sentences_are_scored_with_the_chinese_model_too():
-    model = json.loads(MODEL_FILE.read_text(encoding="utf-8"))
+    model = load_model()
     both, joint = RuleClassifier(model), RuleClassifier({k: v for k, v in model.items() if k != "rule_zh"})
     zh, en = "出差只坐高铁，不坐飞机。", "Book economy class only."
     assert both.score(en) == joint.score(en)  # English is scored by the joint model alone
@@ -72,7 +72,7 @@ def test_chinese_sentences_are_scored_with_the_chinese_model_too():
 
 
 def test_each_language_is_judged_at_its_own_threshold():
-    model = json.loads(MODEL_FILE.read_text(encoding="utf-8"))
+    model = load_model()
     c = default_classifier()
     assert c.thresholds == model["thresholds"] and c.threshold == model["thresholds"]["en"]
     zh, en = "机票一律订经济舱。", "Book economy class only."

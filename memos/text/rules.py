@@ -9,7 +9,7 @@ word list:
 - :class:`RuleClassifier`: a logistic regression over character n-grams (which
   see Chinese with no word segmenter), word n-grams and a few closed-class cues (grammatical
   person, tense, time reference, questions). Its weights ship with the package
-  (``rules_model.json``); they were fitted by ``benchmarks/rules.py`` on the *train* split of
+  (``rules_model.json.gz``); they were fitted by ``benchmarks/rules.py`` on the *train* split of
   the labelled corpus in ``tests/data/rules/corpus.tsv`` (English and Chinese), and its
   precision and recall per language on the held-back *test* split and on sentences drawn from
   the benchmark data are recorded in ``benchmarks/results/rules.json``. No model download.
@@ -25,6 +25,7 @@ or ``none``), a score in [0, 1] and who judged.
 from __future__ import annotations
 
 import functools
+import gzip
 import json
 import math
 import os
@@ -39,10 +40,15 @@ from typing import Any, Protocol, runtime_checkable
 from .sentences import split_sentences
 
 __all__ = ["RULE_KINDS", "RuleClassifier", "RuleDetector", "RuleJudgement", "default_classifier", "default_detector",
-           "features"]
+           "features", "load_model"]
 
 RULE_KINDS = ("constraint", "preference")
-MODEL_FILE = Path(__file__).with_name("rules_model.json")
+MODEL_FILE = Path(__file__).with_name("rules_model.json.gz")
+
+
+def load_model(path: Path = MODEL_FILE) -> dict[str, Any]:
+    """The classifier's weights as written by ``benchmarks/rules.py`` (gzipped JSON)."""
+    return dict(json.loads(gzip.decompress(path.read_bytes()).decode("utf-8")))
 
 
 @dataclass(frozen=True)
@@ -222,7 +228,7 @@ class RuleClassifier:
 
     def __init__(self, model: dict[str, Any] | None = None, *, threshold: float | None = None,
                  long_message_threshold: float = 0.85) -> None:
-        model = model if model is not None else json.loads(MODEL_FILE.read_text(encoding="utf-8"))
+        model = model if model is not None else load_model()
         self.rule_weights: dict[str, float] = model["rule"]["weights"]
         self.rule_bias: float = float(model["rule"]["bias"])
         self.kind_weights: dict[str, float] = model["kind"]["weights"]
