@@ -65,16 +65,8 @@ class Recall:
         if text and self.possible:
             found = self.archival.search(text, self.settings.recall_top_k, exclude_message_ids=hot,
                                          min_similarity=self.settings.recall_min_similarity)
-            # each hit with the turn that followed it: a question's answer is often in the reply
-            # (LoCoMo evidence recall in a fixed room: 0.749 -> 0.796 on three conversations,
-            # 0.705 -> 0.747 on the four others); then, where room is left, the turn before
-            # each hit, which often names what the hit calls "it"
-            after, before = self.archival.neighbours(found)
-            for h in found:
-                hits.append(h)
-                if h.id in after:
-                    hits.append(after[h.id])
-            hits += [before[h.id] for h in found if h.id in before]
+            # the turns around the best hits are among them, ranked with them (see ArchivalTier.in_context)
+            hits += found
         seen: set[str] = set()
         superseded = self.superseded()
         used = self.counter.count_message(recall_message(["x"]) or {})

@@ -369,14 +369,26 @@ def test_vectors_of_another_model_are_written_again_never_mixed(store, caplog):
     second.close()
 
 
-def test_a_hits_neighbours_are_looked_up_on_indexes_not_by_reading_its_session(tmp_path):
+def test_a_turn_is_ranked_with_the_turns_around_it(tmp_path):
     from sqlalchemy import event
 
-    mem = Memory("long", store=tmp_path / "n.db", embedding_model_dir=tmp_path / "no-model")
-    for i in range(150):
-        mem.add([user(f"Note {i}: the locker code for box {i} is LC-{i:04d}."), assistant(f"Saved box {i}.")])
-    hits = [h for h in mem.archival.search("locker code box 77 LC-0077", 5) if h.kind == "message"]
-    hit = next(h for h in hits if "LC-0077" in h.text)
+    # keyword search alone: the answer shares no word with the question, so only its place finds it
+    mem = Memory("ctx", user="ana", store=tmp_path / "c.db", embedding_model_dir=tmp_path / "no-model")
+    for i in range(30):
+        mem.add([user(f"Weather check {i}: light rain and wind today."), assistant(f"Noted, umbrella day {i}.")])
+    mem.add([user("I spent the whole week researching for my thesis project."), assistant("What did you find out?"),
+             user("Adoption agencies that accept single parents."), assistant("That sounds like a good lead.")])
+    for i in range(30):
+        mem.add([user(f"Grocery list {i}: apples and bread."), assistant(f"Added item {i}.")])
+    other = Memory("other", user="ana", store=tmp_path / "c.db", embedding_model_dir=tmp_path / "no-model")
+    other.add([user(f"A different chat, about tiles {i}.") for i in range(70)])  # turns at the same places
+    hits = mem.archival.search("what was I researching for the thesis project", 5)
+    texts = [h.text for h in hits]
+    assert "researching for my thesis" in texts[0]
+    answer = next(h for h in hits if "Adoption agencies" in h.text)
+    assert answer.found_by == ("context",) and answer.score == 0.0
+    # the weights by distance, the best lender per distance, nothing across sessions or past three turns
+    match = hits[0]
     seen: list[tuple[str, tuple]] = []
 
     def record(conn, cursor, statement, parameters, context, executemany):
@@ -385,14 +397,19 @@ def test_a_hits_neighbours_are_looked_up_on_indexes_not_by_reading_its_session(t
 
     event.listen(mem.archival.engine, "before_cursor_execute", record)
     try:
-        after, before = mem.archival.neighbours([hit])
+        ranked = mem.archival.in_context({match.id: 1.0})
     finally:
         event.remove(mem.archival.engine, "before_cursor_execute", record)
-    assert after[hit.id].text == "assistant: Saved box 77."
-    assert before[hit.id].text == "assistant: Saved box 76."
-    assert seen
+    by_text = {mem.archival.get(i).text: v for i, v in ranked.items()}  # type: ignore[union-attr]
+    assert by_text == {
+        match.text: 1.0, "assistant: What did you find out?": 0.5, "user: Adoption agencies that accept single parents.": 0.25,
+        "assistant: That sounds like a good lead.": 0.125, "assistant: Noted, umbrella day 29.": 0.5,
+        "user: Weather check 29: light rain and wind today.": 0.25, "assistant: Noted, umbrella day 28.": 0.125}
     with mem.archival.engine.connect() as conn:
-        for statement, params in seen:
+        for statement, params in seen[1:]:  # the turns around: on the turn indexes, not the whole session
             plan = " | ".join(str(r[3]) for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, params).all())
-            assert "first_seq=?" in plan or "last_seq=?" in plan, (statement, plan)  # not every item of the session
+            assert "first_seq=?" in plan or "last_seq=?" in plan, (statement, plan)
+    two = mem.archival.in_context({match.id: 1.0, hits[0].id: 1.0, answer.id: 0.4})
+    assert two[answer.id] == pytest.approx(0.4 + 0.25)  # a turn does not lend to itself
+    other.close()
     mem.close()
