@@ -22,6 +22,7 @@ from .paging.guards import references
 from .state import SessionState
 from .tiers.archival import RRF_K, ArchivalTier, Hit, rrf
 from .tiers.cold import ColdTier, Fact
+from .tiers.items import TURN_KINDS
 from .tokens import TokenCounter
 
 __all__ = ["Recall", "fact_hit"]
@@ -63,10 +64,9 @@ class Recall:
         hot = {m.id for m in self.state.hot}
         hits = list(self.promoted) + self.referenced_hits(hot)
         if text and self.possible:
-            found = self.archival.search(text, self.settings.recall_top_k, exclude_message_ids=hot,
-                                         min_similarity=self.settings.recall_min_similarity)
             # the turns around the best hits are among them, ranked with them (see ArchivalTier.in_context)
-            hits += found
+            hits += self.archival.search(text, self.settings.recall_top_k, exclude_message_ids=hot,
+                                         min_similarity=self.settings.recall_min_similarity)
         seen: set[str] = set()
         superseded = self.superseded()
         used = self.counter.count_message(recall_message(["x"]) or {})
@@ -168,7 +168,7 @@ def _heading(h: Hit, session: str) -> str:
 def _body(h: Hit, text: str) -> str:
     """One recalled item as a line: a message or a tool chain as its text (the heading says
     where it came from; retrieve returns the ids), anything else with its kind."""
-    if h.source == "fact" or h.kind in ("message", "tool_chain"):
+    if h.source == "fact" or h.kind in TURN_KINDS:
         return text
     where = f"#{h.first_seq}" if h.first_seq == h.last_seq else f"#{h.first_seq}-#{h.last_seq}"
     return f"{h.kind} {where}: {text}"

@@ -33,7 +33,7 @@ from sqlmodel import Session, col, func, select
 from ..embeddings import Embedder, TokenStates, covers, token_states
 from ..store import chunks
 from . import late
-from .items import ARCHIVE_KINDS, WITHOUT_TOKENS, ArchiveItem, Hit, archive_keywords
+from .items import ARCHIVE_KINDS, TURN_KINDS, WITHOUT_TOKENS, ArchiveItem, Hit, archive_keywords
 from .vectors import ArchiveBackend, ChromaBackend, Indexer
 
 __all__ = [
@@ -76,7 +76,6 @@ CONTEXT_WEIGHTS = (0.5, 0.25, 0.125)
 # How many of the best candidates lend their score to the turns around them (30 gave 0.858,
 # every candidate 0.860 in the room above).
 CONTEXT_CANDIDATES = 64
-_TURN_KINDS = ("message", "tool_chain")
 
 
 def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K, *, normalise: bool = False,
@@ -455,11 +454,11 @@ class ArchivalTier:
         with Session(self.engine) as s:
             tops = s.exec(select(ArchiveItem.id, ArchiveItem.session, ArchiveItem.first_seq, ArchiveItem.last_seq)
                           .where(col(ArchiveItem.id).in_(best), ArchiveItem.namespace == self.namespace,
-                                 col(ArchiveItem.kind).in_(_TURN_KINDS), ArchiveItem.session != "")).all()
+                                 col(ArchiveItem.kind).in_(TURN_KINDS), ArchiveItem.session != "")).all()
             if not tops:
                 return scores
             turns = (ArchiveItem.namespace == self.namespace, col(ArchiveItem.session).in_(sorted({t[1] for t in tops})),
-                     col(ArchiveItem.kind).in_(_TURN_KINDS))
+                     col(ArchiveItem.kind).in_(TURN_KINDS))
             after = sorted({t[3] + d for t in tops for d in range(1, span + 1)})
             before = sorted({t[2] - d for t in tops for d in range(1, span + 1)})
             columns = (ArchiveItem.id, ArchiveItem.session, ArchiveItem.first_seq, ArchiveItem.last_seq)

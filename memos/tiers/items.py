@@ -19,6 +19,7 @@ from ..text.search import KeywordIndex
 __all__ = ["ARCHIVE_KINDS", "WITHOUT_TOKENS", "ArchiveItem", "Hit", "archive_keywords"]
 
 ARCHIVE_KINDS = ("message", "tool_chain", "summary", "tool_result", "note", "excerpt")
+TURN_KINDS = ("message", "tool_chain")  # the kinds that hold a place in a conversation
 
 
 class ArchiveItem(MemosModel, table=True):
