@@ -8,7 +8,7 @@ import pytest
 
 from memos.extract import ADDRESS, RuleExtractor, identifier_facts, message_source
 from memos.messages import Message
-from memos.text.rules import default_classifier
+from memos.text.rules import RuleClassifier, default_classifier
 from tests.conftest import assistant, tool_chain, user
 
 
@@ -43,15 +43,17 @@ def test_preferences_and_constraints_are_pinned(text, kind):
 
 
 def judged_by_ngrams(*datas):
-    # what happens to a sentence the detector does not call a rule, shown with the n-gram model
-    # (memos' detector with or without the embedding model on disk); fine-tuned MiniLM scores
-    # "I love hiking in the hills." 0.30 and takes it for a preference (threshold 0.25)
+    # judged by the n-gram model (memos' detector with or without the embedding model on disk)
     return RuleExtractor(detector=default_classifier()).extract(msgs(*datas))
 
 
 @pytest.mark.parametrize("text", ["I love hiking in the hills.", "I really enjoy jazz."])
-def test_tastes_are_preference_facts_but_not_pinned(text):
-    (c,) = [c for c in judged_by_ngrams(user(text)).candidates if c.kind == "preference"]
+def test_a_taste_the_detector_does_not_call_a_rule_is_a_preference_fact_not_pinned(text):
+    # whether a taste is a rule is the detector's call (the corpus calls "I love hiking, so
+    # outdoorsy ideas are welcome." one); a detector whose bar is above this sentence's score
+    # shows what is kept of a taste it does not call one
+    strict = RuleClassifier(threshold=(default_classifier().score(text) + 1) / 2)
+    (c,) = [c for c in RuleExtractor(detector=strict).extract(msgs(user(text))).candidates if c.kind == "preference"]
     assert c.value == text and not c.pinned
 
 
