@@ -16,7 +16,7 @@ from sqlmodel import Field
 from ..store import MemosModel
 from ..text.search import KeywordIndex
 
-__all__ = ["ARCHIVE_KINDS", "WITHOUT_TOKENS", "ArchiveItem", "Hit", "archive_keywords"]
+__all__ = ["ARCHIVE_KINDS", "TURN_KINDS", "WITHOUT_TOKENS", "ArchiveItem", "Hit", "archive_keywords"]
 
 ARCHIVE_KINDS = ("message", "tool_chain", "summary", "tool_result", "note", "excerpt")
 TURN_KINDS = ("message", "tool_chain")  # the kinds that hold a place in a conversation
