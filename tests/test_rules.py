@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.rules import evaluate, load_benchmark_sentences, load_corpus
-from memos.text.rules import RuleClassifier, default_classifier, default_detector, features, load_model
+from memos.text.rules import RuleClassifier, default_classifier, default_detector, features, has_words, load_model
 from memos.text.rules_minilm import MiniLMRuleClassifier
 from memos.text.sentences import split_sentences
 from tests.conftest import EMBEDDING_DIR, HAVE_MODEL, needs_data, needs_model
@@ -120,6 +120,17 @@ def test_judgements_carry_kind_score_and_who_judged():
     # (a known miss: greetings count as sentences)
     judged = det.judge(split_sentences("Hi! Book economy class only. Thanks."))[1]
     assert judged.is_rule == (judged.score >= det.long_message_threshold)
+
+
+def test_a_sentence_without_words_states_no_rule():
+    # a counter, an emoji or a date is split off as a sentence of its own; fine-tuned MiniLM
+    # scored the counter "（30）" 0.43, above its threshold, and pinned a chatty message
+    wordless = ["（30）", "(12)", "#5", "\U0001f600", "...", "2024-05-01", "3 / 4"]
+    for det in (default_detector(), default_classifier()):
+        assert [j.score for j in det.judge(wordless)] == [0.0] * len(wordless)
+        assert det.rules("刚才看了一集电视剧。（30）") == []
+        assert [j.sentence for j in det.rules("以后别放香菜。（31）")] == ["以后别放香菜。"]
+    assert has_words("OK") and has_words("香") and not has_words("I 2")
 
 
 def test_threshold_moves_the_decision_and_is_checked():

@@ -40,7 +40,7 @@ from typing import Any, Protocol, runtime_checkable
 from .sentences import split_sentences
 
 __all__ = ["RULE_KINDS", "RuleClassifier", "RuleDetector", "RuleJudgement", "default_classifier", "default_detector",
-           "features", "load_model"]
+           "features", "has_words", "load_model"]
 
 RULE_KINDS = ("constraint", "preference")
 MODEL_FILE = Path(__file__).with_name("rules_model.json.gz")
@@ -80,6 +80,9 @@ class RuleDetector(Protocol):
 # -- features --------------------------------------------------------------------------
 
 _CJK = re.compile(r"[\u3400-\u9fff]")
+# a rule is said in words: a "sentence" with no word of two letters or more and no Han
+# character (a counter "（30）", an emoji, "#12") states none, whatever its score
+_WORDY = re.compile(r"[^\W\d_]{2,}|[\u3400-\u9fff]")
 _WORD = re.compile(r"[a-z0]+(?:'[a-z]+)?")
 _DIGITS = re.compile(r"\d+")
 # Closed-class cues (pronouns, auxiliaries, time adverbs, question particles): they say who
@@ -150,6 +153,12 @@ _TENSE_CUES = ("past", "past_ed")
 _SUBORDINATE = re.compile(r"(?:(?<=\w )(?:that|which|who|whom|whose)\b(?!'s)|\brather (?:you|we|they|he|she)\b)[^,;:.!?]*",
                           re.IGNORECASE)
 _TENSE = [rx for k, rx in _EN if k in _TENSE_CUES]
+
+
+def has_words(sentence: str) -> bool:
+    """Whether ``sentence`` has a word (two letters or more, or a Han character): one that
+    has none states no rule."""
+    return _WORDY.search(sentence) is not None
 
 
 def _normalise(text: str) -> str:
@@ -253,6 +262,8 @@ class RuleClassifier:
         return bias + sum(weights.get(k, 0.0) * v for k, v in feats.items())
 
     def _compute(self, sentence: str) -> tuple[float, str]:
+        if not has_words(sentence):
+            return 0.0, "constraint"
         feats = features(sentence)
         z = self._logit(self.rule_weights, self.rule_bias, feats)
         if self.zh_weights is not None and _CJK.search(sentence):
