@@ -55,6 +55,11 @@ _REVOKE = re.compile(
 )
 _FIRM_DECISION = re.compile(r"\b(booked|confirmed|decided|chose)\b", re.I)
 _MY_X_IS = re.compile(r"\bmy ((?:[a-z]+ ){0,2}[a-z]+) (?:is|are|was changed to|is now) ([^.;!?\n]{2,80})", re.IGNORECASE)
+# a comma then a function word opens another clause ("ORD-55121, can you track it?"), which is
+# not part of the value; a comma before anything else may be ("42 Rua do Ouro, Lisbon")
+_NEXT_CLAUSE = re.compile(r",\s*(?:and|but|so|or|because|since|though|although|which|if|when|while|i|i'm|you|we|he|she|"
+                          r"it|they|can|could|would|will|please|do|does|did|is|are|what|how|why|where|who)\b.*",
+                          re.IGNORECASE | re.DOTALL)
 _ADDRESS_FIELDS = re.compile(r"(?:^|_)(?:address|ship_to|shipping|deliver_to|delivery)(?:_|$)", re.I)
 _ID_FIELDS = re.compile(r"(?:^|_)(?:id|ids|ref|reference|tracking|number|code|email|url|sku|confirmation)(?:_|$)", re.I)
 
@@ -144,7 +149,8 @@ class RuleExtractor:
                 cands.append(FactCandidate("preference", fact_key("preference", sentence), sentence, src, m.seq,
                                            origin=self.name))
             for mx in _MY_X_IS.finditer(sentence):
-                cands.append(FactCandidate("fact", fact_key("fact", mx.group(1)), mx.group(2).strip(), src, m.seq,
+                value = _NEXT_CLAUSE.sub("", mx.group(2)).strip()
+                cands.append(FactCandidate("fact", fact_key("fact", mx.group(1)), value, src, m.seq,
                                            confidence=0.8, single=True, origin=self.name))
         self._addresses(text, src, m.seq, cands)
         self._identifiers(text, src, m.seq, cands)

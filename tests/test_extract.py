@@ -86,6 +86,17 @@ def test_my_x_is_y_is_a_single_valued_fact():
     assert (c.key, c.value, c.single) == ("seat number", "14C", True)
 
 
+@pytest.mark.parametrize(("text", "value"), [
+    ("My order number is ORD-55121, can you track it?", "ORD-55121"),
+    ("My name is Ana, and I live in Porto.", "Ana"),
+    ("My budget is 3000, which is tight.", "3000"),
+    ("My address is 42 Rua do Ouro, Lisbon, please ship there.", "42 Rua do Ouro, Lisbon"),
+])
+def test_a_fact_value_ends_where_another_clause_begins(text, value):
+    (c,) = [c for c in extract(user(text)).candidates if c.kind == "fact"]
+    assert c.value == value
+
+
 def test_revocations_are_proposed():
     found = extract(user("I no longer avoid spicy food."), user("我不再吃素了。"))
     assert [i.text for i in found.invalidations] == ["I no longer avoid spicy food.", "我不再吃素了。"]
