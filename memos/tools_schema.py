@@ -301,12 +301,13 @@ def handle_tool_call(memory: Memory, tool_call: Any, *, prefixes: Sequence[str] 
     comes back as an error result the model can read, never as an exception."""
     if hasattr(tool_call, "model_dump") and not isinstance(tool_call, dict):
         tool_call = tool_call.model_dump()
-    call_id, name, args = "", "", None
-    if isinstance(tool_call, dict):
-        call_id = str(tool_call.get("id") or "")
-        fn = tool_call.get("function")
-        if isinstance(fn, dict):
-            name, args = str(fn.get("name") or ""), fn.get("arguments")
+
+    def field(obj: Any, key: str) -> Any:  # a dict's item or another SDK's attribute
+        return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
+
+    call_id = str(field(tool_call, "id") or "")
+    fn = field(tool_call, "function")
+    name, args = (str(field(fn, "name") or ""), field(fn, "arguments")) if fn is not None else ("", None)
     if not name:
         result: dict[str, Any] = {"status": "error", "error": "a tool call needs function.name and function.arguments"}
     else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -97,6 +98,10 @@ def test_sdk_tool_call_objects_are_accepted(mem):
     tc = ChatCompletionMessageToolCall.model_validate(call("retrieve", {"query": "flyer number", **RETRIEVE_NULLS}, "sdk_1"))
     msg = mem.handle_tool_call(tc)
     assert msg["tool_call_id"] == "sdk_1" and json.loads(msg["content"])["status"] == "ok"
+    # another SDK's plain objects (attributes, no model_dump) are read the same way
+    plain = SimpleNamespace(id="plain_1", function=SimpleNamespace(name="retrieve", arguments="{not json"))
+    msg = mem.handle_tool_call(plain)
+    assert msg["tool_call_id"] == "plain_1" and "not valid JSON" in json.loads(msg["content"])["error"]
 
 
 json_values = st.recursive(
