@@ -95,7 +95,13 @@ class ContextAssembler:
         return msg, tokens
 
     def message_cap(self, unit_size: int) -> int:
-        return max(_MIN_CLIP_TOKENS, self.settings.hot_target_tokens // max(1, unit_size))
+        """The most tokens one message of a unit of ``unit_size`` messages is shown with: its
+        share of the hot tier's target, or of what the system messages, the tool schemas and a
+        full pinned section leave of the budget when that is less (a long message pasted
+        under a small budget is clipped to fit, not refused)."""
+        s = self.settings
+        fixed = self.tools_tokens + sum(m.tokens for m in self.state.system) + s.pinned_max_tokens
+        return max(_MIN_CLIP_TOKENS, min(s.hot_target_tokens, s.budget_tokens - fixed) // max(1, unit_size))
 
     def render(self, m: Message, cap: int, names: dict[str, str]) -> tuple[dict[str, Any], int]:
         compacted = m.id in self.state.compacted

@@ -112,6 +112,22 @@ def test_a_tool_result_larger_than_the_budget_is_clipped_not_split(make_memory):
     assert mem.history()[-1].text == huge
 
 
+@pytest.mark.parametrize("budget", [768, 1024])
+def test_a_long_pasted_message_is_clipped_to_the_room_the_tool_schemas_leave(make_memory, budget):
+    # memos' own tool schemas (~570 tokens) are counted: half the budget for the newest
+    # message would not fit beside them, so it is clipped to what they leave
+    mem = make_memory(budget=budget, tools=None)
+    mem.add({"role": "system", "content": "You are helpful."})
+    doc = " ".join(f"Paragraph {i}: revenue of {i * 1000} EUR in region R{i}." for i in range(300))
+    mem.add(user("Summarise this: " + doc))
+    ctx = mem.context()
+    schemas = mem.counter.count_tools(mem.tools())
+    assert schemas > budget // 2
+    assert tokens(mem, ctx) + schemas <= budget
+    assert ctx[-1]["role"] == "user" and "full text in the memory log as message" in ctx[-1]["content"]
+    assert mem.history()[-1].text == "Summarise this: " + doc
+
+
 def test_an_in_flight_chain_is_never_evicted(make_memory):
     mem = make_memory(budget=900)
     fill(mem, 10)
