@@ -20,6 +20,7 @@ from .config import MemosSettings
 from .paging.context import recall_message
 from .paging.guards import references
 from .state import SessionState
+from .text.passage import best_passage
 from .tiers.archival import RRF_K, ArchivalTier, Hit, rrf
 from .tiers.cold import ColdTier, Fact
 from .tiers.items import TURN_KINDS
@@ -78,9 +79,13 @@ class Recall:
             if h.id in seen or (h.message_ids and set(h.message_ids) <= hot) or h.kind == "summary":
                 continue
             seen.add(h.id)
-            body = _body(h, " ".join(h.text.split()))
+            flat = " ".join(h.text.split())
+            body = _body(h, flat)
             if self.counter.count(body) > per_item:
-                body = self.counter.clip(body, per_item, " … ")
+                # a long item shows the passage that bears on the query, else its head and tail
+                who = next((f"{r}: " for r in h.roles[:1] if flat.startswith(f"{r}: ")), "")  # a turn's speaker
+                part = best_passage(flat[len(who):], text, per_item - self.counter.count(_body(h, who)), self.counter.count)
+                body = _body(h, who + part) if part else self.counter.clip(body, per_item, " … ")
             if outdated := [v for v in superseded if v in body.lower()]:  # quoted history, never a current value
                 body += f" [outdated: {', '.join(outdated[:2])} was corrected later]"
             group = _heading(h, self.state.key)

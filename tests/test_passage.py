@@ -1,0 +1,46 @@
+"""The passage of a long recalled item that bears on the query."""
+
+from __future__ import annotations
+
+import json
+
+from memos.text.passage import best_passage
+from memos.tokens import default_counter
+
+from .conftest import assistant, user
+
+COUNT = default_counter().count
+REPORT = " ".join(f"Paragraph {i}: revenue of {i * 1000} EUR in region R{i}." for i in range(300))
+
+
+def test_the_sentences_around_the_best_match_are_kept_within_the_limit():
+    part = best_passage(REPORT, "What was region R150's revenue?", 60, COUNT)
+    assert part is not None and "revenue of 150000 EUR in region R150." in part
+    assert part.startswith("… ") and part.endswith(" …") and COUNT(part) <= 60
+    # consecutive sentences, as the text has them
+    assert part.strip("… ") in REPORT
+
+
+def test_chinese_text_is_matched_by_bigrams_and_keeps_its_own_spacing():
+    text = "".join(f"第{i}天我们去了不同的地方。" for i in range(40)) + "我婶婶的生日是在5月29号。" + \
+        "".join(f"第{i}天天气很好。" for i in range(40))
+    part = best_passage(text, "我婶婶的生日是啥时候来着？", 40, COUNT)
+    assert part is not None and "我婶婶的生日是在5月29号。" in part and " " not in part.strip("… ")
+
+
+def test_no_passage_when_nothing_matches_or_the_text_is_one_sentence():
+    assert best_passage(REPORT, "weather in Lisbon", 60, COUNT) is None
+    assert best_passage("One long sentence without a stop " * 40, "sentence", 20, COUNT) is None
+    assert best_passage(REPORT, "", 60, COUNT) is None
+
+
+def test_a_question_about_the_middle_of_a_pasted_document_recalls_that_part(make_memory):
+    mem = make_memory(budget=1024)
+    mem.add(user("Summarise this: " + REPORT))
+    mem.add(assistant("Revenue grew steadily across the regions."))
+    for i in range(6):
+        mem.add(user(f"Unrelated question number {i} about the weather."))
+        mem.add(assistant("Sunny."))
+    mem.add(user("What was region R150's revenue?"))
+    text = json.dumps(mem.context(), ensure_ascii=False)
+    assert "revenue of 150000 EUR in region R150." in text
