@@ -13,7 +13,11 @@ __all__ = ["MemoryStats", "measure"]
 
 @dataclass(frozen=True)
 class MemoryStats:
-    """Sizes of the tiers and counts of paging events, at the moment of the call."""
+    """Sizes of the tiers and counts of paging events, at the moment of the call.
+
+    ``context_tokens`` is the prompt paging keeps under ``budget_tokens``: the sections and
+    the hot tier, without the recalled-memory section and without a query, which fill the
+    room left when :meth:`~memos.Memory.context` builds a prompt."""
 
     messages: int
     hot_messages: int

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import json
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from memos.text.passage import best_passage
+from memos.text.sentences import split_sentences
+from memos.text.terms import content_terms
 from memos.tokens import default_counter
 
 from .conftest import assistant, user
@@ -44,3 +49,23 @@ def test_a_question_about_the_middle_of_a_pasted_document_recalls_that_part(make
     mem.add(user("What was region R150's revenue?"))
     text = json.dumps(mem.context(), ensure_ascii=False)
     assert "revenue of 150000 EUR in region R150." in text
+
+
+sentence = st.text(alphabet=st.sampled_from(list("abcdefg xyz预算酒店早餐12")), min_size=1, max_size=30).map(
+    lambda s: s.strip() or "a")
+
+
+@settings(max_examples=200, deadline=None)
+@given(parts=st.lists(st.tuples(sentence, st.sampled_from([". ", "。", "! ", "\n"])), min_size=1, max_size=30),
+       query=st.text(alphabet=st.sampled_from(list("abcdefg xyz预算酒店早餐?")), max_size=20),
+       limit=st.integers(min_value=8, max_value=200))
+def test_a_passage_is_consecutive_text_within_the_limit_holding_the_best_sentence(parts, query, limit):
+    text = "".join(s + end for s, end in parts).strip()
+    part = best_passage(text, query, limit, COUNT)
+    if part is None:
+        return
+    body = part.removeprefix("… ").removesuffix(" …")
+    assert body and body in text and COUNT(part) <= limit + 2  # the markers' join may merge tokens
+    terms = content_terms(query)
+    best = max(len(content_terms(s) & terms) for s in split_sentences(text))
+    assert best > 0 and any(len(content_terms(s) & terms) == best for s in split_sentences(body))
