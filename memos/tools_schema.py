@@ -118,7 +118,7 @@ def _retrieve(memory: Memory, r: RetrieveArgs) -> dict[str, Any]:
     since, until = _timestamp(r.since, "since"), _timestamp(r.until, "until")
     top_k, page = r.top_k or 5, r.page or 1
     hits = memory.retrieve(r.query, top_k, since=since, until=until, kind=r.kind, page=page, promote=True)
-    return {"status": "ok", "page": page, "results": [h.to_dict(preview_chars=300) for h in hits],
+    return {"status": "ok", "page": page, "results": [h.to_dict(preview_chars=300, query=r.query) for h in hits],
             "note": "the full text of these results is in the [memory: recalled] section of your context"}
 
 

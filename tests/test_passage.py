@@ -69,3 +69,17 @@ def test_a_passage_is_consecutive_text_within_the_limit_holding_the_best_sentenc
     terms = content_terms(query)
     best = max(len(content_terms(s) & terms) for s in split_sentences(text))
     assert best > 0 and any(len(content_terms(s) & terms) == best for s in split_sentences(body))
+
+
+def test_the_retrieve_tool_previews_the_passage_that_answers(make_memory):
+    mem = make_memory(budget=1024)
+    mem.add(user("Summarise this: " + REPORT))
+    mem.add(assistant("Revenue grew steadily across the regions."))
+    for i in range(6):
+        mem.add(user(f"Unrelated question number {i} about the weather."))
+        mem.add(assistant("Sunny."))
+    call = {"id": "c1", "type": "function",
+            "function": {"name": "retrieve", "arguments": json.dumps({"query": "region R150 revenue"})}}
+    results = json.loads(mem.handle_tool_call(call)["content"])["results"]
+    report = next(r for r in results if r["message_ids"] == [mem.history()[0].id])
+    assert "region R150." in report["text"] and len(report["text"]) <= 300

@@ -14,6 +14,7 @@ from sqlalchemy.orm import defer
 from sqlmodel import Field
 
 from ..store import MemosModel
+from ..text.passage import best_passage
 from ..text.search import KeywordIndex
 
 __all__ = ["ARCHIVE_KINDS", "TURN_KINDS", "WITHOUT_TOKENS", "ArchiveItem", "Hit", "archive_keywords"]
@@ -69,11 +70,16 @@ class Hit:
     # none found, ranked by the turns around it (ArchivalTier.in_context)
     found_by: tuple[str, ...] = ()
 
-    def to_dict(self, preview_chars: int | None = None) -> dict[str, Any]:
-        """The hit as plain JSON-able data (text cut to ``preview_chars`` if given). ``score``
-        is in [0, 1]: 1 for an item first in every search that ran, 0.5 for one first in one
-        of two; ``similarity`` is its cosine similarity to the query, when known."""
-        body = self.text if preview_chars is None or len(self.text) <= preview_chars else self.text[:preview_chars] + "…"
+    def to_dict(self, preview_chars: int | None = None, query: str | None = None) -> dict[str, Any]:
+        """The hit as plain JSON-able data, its text cut to ``preview_chars`` if given: to the
+        passage that bears on ``query`` (:func:`~memos.text.passage.best_passage`) when there
+        is one, else to its head. ``score`` is in [0, 1]: 1 for an item first in every search
+        that ran, 0.5 for one first in one of two; ``similarity`` is its cosine similarity to
+        the query, when known."""
+        body = self.text
+        if preview_chars is not None and len(body) > preview_chars:
+            passage = best_passage(body, query, preview_chars, len) if query else None
+            body = passage or body[:preview_chars] + "…"
         return {
             "id": self.id, "kind": self.kind, "text": body, "score": round(self.score, 3),
             **({"similarity": round(self.similarity, 3)} if self.similarity is not None else {}),
