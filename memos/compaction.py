@@ -21,7 +21,7 @@ from typing import Any
 from .assembly import ContextAssembler, Rooms
 from .config import MemosSettings
 from .errors import BudgetExceeded
-from .extract import FactExtractor, RuleExtractor, identifier_facts, message_source
+from .extract import FactExtractor, RuleExtractor, identifier_facts, message_source, timed
 from .memory_store import MemoryStore
 from .messages import Message
 from .paging.guards import Guard, GuardContext, ReferenceGuard, Verdict
@@ -181,7 +181,7 @@ class Compactor:
                   for m in u.messages if m.id in chosen or m.tool_call_ids]
         cands, invs, _ = self.extract(hidden)
         known = "\n".join(c.key + "\n" + c.value for c in cands)
-        cands += identifier_facts([message_source(m) for m in hidden if m.id in chosen], "", known)
+        cands += timed(identifier_facts([message_source(m) for m in hidden if m.id in chosen], "", known), (), hidden)[0]
         self.state.compacted.update(ids)
         after = self.assembler.total(0, None, Rooms())
         by_call = {c: u.messages[0] for u in units for c in u.messages[0].tool_call_ids}
@@ -216,14 +216,16 @@ class Compactor:
         what leaves the hot tier, and the rules take over when it fails."""
         if rules_only or isinstance(self.extractor, RuleExtractor):
             found = self.rules.extract([m for m in messages if rules_only or m.role != "user"])
-            return list(found.candidates), list(found.invalidations), "rules"
-        try:
-            found = self.extractor.extract(messages, self.cold.facts())
-            name = getattr(self.extractor, "name", type(self.extractor).__name__)
-        except Exception as exc:
-            found = self.rules.extract([m for m in messages if m.role != "user"])
-            name = f"rules (fallback: {_reason(exc)})"
-        return list(found.candidates), list(found.invalidations), name
+            name = "rules"
+        else:
+            try:
+                found = self.extractor.extract(messages, self.cold.facts())
+                name = getattr(self.extractor, "name", type(self.extractor).__name__)
+            except Exception as exc:
+                found = self.rules.extract([m for m in messages if m.role != "user"])
+                name = f"rules (fallback: {_reason(exc)})"
+        cands, invs = timed(found.candidates, found.invalidations, messages)
+        return cands, invs, name
 
     def summarize(self, plan: SummaryPlan) -> tuple[str, str]:
         try:
@@ -304,7 +306,7 @@ class Compactor:
         sources = [message_source(m) for m in segment]
         if old_text:
             sources.append((old_text, (), through))
-        cands += identifier_facts(sources, new_text, known)
+        cands += timed(identifier_facts(sources, new_text, known), (), segment)[0]
         return _DemotionPlan(cut=cut, segment=segment,
                              pinned=pinned, text=text, kind=kind, summarizer=summarizer, extractor=extractor,
                              through=through, old_summary=old_summary, candidates=cands, invalidations=invs,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
 from .messages import Message
@@ -28,7 +28,7 @@ from .text.rules import RuleDetector, default_detector
 from .text.sentences import split_sentences
 from .tiers.cold import Fact, FactCandidate, Invalidation, fact_key
 
-__all__ = ["ADDRESS", "Extraction", "FactExtractor", "RuleExtractor", "identifier_facts", "message_source"]
+__all__ = ["ADDRESS", "Extraction", "FactExtractor", "RuleExtractor", "identifier_facts", "message_source", "timed"]
 
 _STREET = (
     r"(?:Rua|Avenida|Av\.|Calle|Via|Rue|Praça|Largo|Travessa|Calçada)(?: d[aeo]s?)? [A-Z][\w'-]*(?: [A-Z][\w'-]*)*"
@@ -216,6 +216,19 @@ def identifier_facts(
             out.append(FactCandidate("identifier", ident, _snippet(text, mt.start(), mt.end()), ids, seq,
                                      confidence=0.9, once=True))
     return out
+
+
+def timed(candidates: Iterable[FactCandidate], invalidations: Iterable[Invalidation], messages: Iterable[Message]
+          ) -> tuple[list[FactCandidate], list[Invalidation]]:
+    """``candidates`` and ``invalidations`` with the time of their newest source message among
+    ``messages`` (those that have a time keep it): the cold tier orders a key's values by it."""
+    times = {m.id: m.created_at for m in messages}
+
+    def newest(ids: tuple[str, ...]) -> float:
+        return max((times.get(i, 0.0) for i in ids), default=0.0)
+
+    return ([c if c.source_time else replace(c, source_time=newest(c.source_ids)) for c in candidates],
+            [i if i.source_time else replace(i, source_time=newest(i.source_ids)) for i in invalidations])
 
 
 def message_source(m: Message) -> tuple[str, tuple[str, ...], int]:

@@ -116,6 +116,27 @@ def test_a_correction_in_a_later_session_supersedes_the_old_value(store):
     third.close()
 
 
+def test_a_later_session_corrects_and_lifts_what_a_longer_earlier_one_set(store):
+    # seq numbers start over in each session: the second session's messages have lower ones
+    # than the first's, and its correction and its lifted rule must still be the newer
+    first = Memory("s1", user="ana", store=store, budget=2048, tools=[])
+    for i in range(20):
+        first.add([user(f"Small talk number {i}."), assistant("Nice.")])
+    first.add([user("My address is 12 Rua Augusta, Lisbon."), assistant("Saved.")])
+    first.add([user("I avoid spicy food."), assistant("Noted.")])
+    first.close()
+    second = Memory("s2", user="ana", store=store, budget=2048, tools=[])
+    second.add(user("My address is 42 Rua do Ouro, Lisbon."))
+    second.add(user("I no longer avoid spicy food."))
+    second.close()
+    third = Memory("s3", user="ana", store=store, budget=2048, tools=[])
+    current = {f.value for f in third.facts()}
+    assert any("42 Rua do Ouro" in v for v in current) and "12 Rua Augusta, Lisbon" not in current
+    assert "I avoid spicy food." not in current
+    assert "I avoid spicy food." not in _text(third.context())
+    third.close()
+
+
 def test_one_store_object_per_url_and_one_indexing_thread(store):
     before = threading.active_count()
     sessions = [Memory(f"s{i}", user=f"u{i % 7}", store=store, budget=1024, tools=[]) for i in range(60)]

@@ -176,7 +176,8 @@ class ColdTier:
         fact = Fact.model_validate({
             "namespace": self.namespace, "kind": cand.kind, "key": cand.key, "value": cand.value.strip(),
             "source_ids": json.dumps(list(cand.source_ids)), "source_seq": cand.source_seq,
-            "confidence": cand.confidence, "pinned": cand.pinned, "created_at": now, "valid_from": now,
+            "confidence": cand.confidence, "pinned": cand.pinned, "created_at": now,
+            "valid_from": cand.source_time if 0 < cand.source_time <= now else now,
             "origin": cand.origin,
         })
         if op is FactOp.ADD and row is not None:  # an older value arriving late: history only
@@ -189,7 +190,7 @@ class ColdTier:
         s.flush()
         if op is FactOp.UPDATE and row is not None:
             row.status = "superseded"
-            row.valid_to = now
+            row.valid_to = fact.valid_from
             row.superseded_by = fact.id
             s.add(row)
         return FactChange(op, fact, row)
@@ -212,7 +213,11 @@ class ColdTier:
         ).all()
         out = []
         for row in rows:
-            if row.source_seq > inv.source_seq >= 0:
+            # a rule stated after the revocation stays (in time when it is known: seq numbers
+            # start over in each session)
+            if inv.source_time > 0 and row.valid_from > inv.source_time:
+                continue
+            if inv.source_time <= 0 and row.source_seq > inv.source_seq >= 0:
                 continue
             fw = content_terms(row.value)
             shared = words & fw

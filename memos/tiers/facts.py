@@ -126,6 +126,9 @@ class FactCandidate:
     single: bool = False
     once: bool = False
     origin: str = ""
+    # Unix time of the newest source message (0: unknown). It orders values of one key across
+    # sessions, where seq numbers start over; ``source_seq`` orders them when it is unknown.
+    source_time: float = 0.0
 
     def __post_init__(self) -> None:
         if self.kind not in FACT_KINDS:
@@ -144,6 +147,7 @@ class Invalidation:
     source_seq: int = -1
     # the exact fact to revoke, when the extractor knows it (an LLM given the fact ids)
     fact_id: int | None = None
+    source_time: float = 0.0  # Unix time of the revoking message (0: unknown)
 
 
 @dataclass(frozen=True)
@@ -220,7 +224,10 @@ def decide(candidate: FactCandidate, same_key: Sequence[Fact]) -> tuple[FactOp, 
         return FactOp.NOOP, current[0]
     if not candidate.single or not current:
         return FactOp.ADD, None
-    newest = max(current, key=lambda r: r.source_seq)
-    if candidate.source_seq >= newest.source_seq:
-        return FactOp.UPDATE, newest
-    return FactOp.ADD, newest
+    if candidate.source_time > 0:  # in time: a later session's seq numbers start over
+        newest = max(current, key=lambda r: r.valid_from)
+        later = candidate.source_time >= newest.valid_from
+    else:
+        newest = max(current, key=lambda r: r.source_seq)
+        later = candidate.source_seq >= newest.source_seq
+    return (FactOp.UPDATE, newest) if later else (FactOp.ADD, newest)
