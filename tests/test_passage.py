@@ -39,13 +39,18 @@ def test_no_passage_when_nothing_matches_or_the_text_is_one_sentence():
     assert best_passage(REPORT, "", 60, COUNT) is None
 
 
-def test_a_question_about_the_middle_of_a_pasted_document_recalls_that_part(make_memory):
+def _pasted_report(make_memory):
+    """A session where the report was pasted, answered, and followed by small talk."""
     mem = make_memory(budget=1024)
     mem.add(user("Summarise this: " + REPORT))
     mem.add(assistant("Revenue grew steadily across the regions."))
     for i in range(6):
-        mem.add(user(f"Unrelated question number {i} about the weather."))
-        mem.add(assistant("Sunny."))
+        mem.add([user(f"Unrelated question number {i} about the weather."), assistant("Sunny.")])
+    return mem
+
+
+def test_a_question_about_the_middle_of_a_pasted_document_recalls_that_part(make_memory):
+    mem = _pasted_report(make_memory)
     mem.add(user("What was region R150's revenue?"))
     text = json.dumps(mem.context(), ensure_ascii=False)
     assert "revenue of 150000 EUR in region R150." in text
@@ -72,12 +77,7 @@ def test_a_passage_is_consecutive_text_within_the_limit_holding_the_best_sentenc
 
 
 def test_the_retrieve_tool_previews_the_passage_that_answers(make_memory):
-    mem = make_memory(budget=1024)
-    mem.add(user("Summarise this: " + REPORT))
-    mem.add(assistant("Revenue grew steadily across the regions."))
-    for i in range(6):
-        mem.add(user(f"Unrelated question number {i} about the weather."))
-        mem.add(assistant("Sunny."))
+    mem = _pasted_report(make_memory)
     call = {"id": "c1", "type": "function",
             "function": {"name": "retrieve", "arguments": json.dumps({"query": "region R150 revenue"})}}
     results = json.loads(mem.handle_tool_call(call)["content"])["results"]
