@@ -115,9 +115,9 @@ def test_judgements_carry_kind_score_and_who_judged():
     assert not chat.is_rule and chat.kind == "none"
     assert 0.0 <= chat.score < det.threshold <= rule.score <= 1.0
     assert [j.sentence for j in det.rules("Hi! Book economy class only.")] == ["Book economy class only."]
-    # three sentences make a long message, where a rule must reach the higher bar (greetings
-    # count as sentences): without the embedding model the n-gram model scores this one 0.86
-    # against 0.85 (0.83 with the weights of 17ed41f, which did not pin it)
+    # three sentences make a long message, where a rule must reach the higher bar: without the
+    # embedding model the n-gram model scores this one 0.83 against 0.85 and does not pin it
+    # (a known miss: greetings count as sentences)
     judged = det.judge(split_sentences("Hi! Book economy class only. Thanks."))[1]
     assert judged.is_rule == (judged.score >= det.long_message_threshold)
 
