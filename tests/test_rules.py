@@ -46,11 +46,11 @@ def test_recorded_minilm_results_are_those_of_the_shipped_weights():
         assert recorded[name] == now[name], name
 
 
-@pytest.mark.parametrize(("lang", "recall", "precision"), [("en", 0.93, 0.78), ("zh", 0.90, 0.90)])
+@pytest.mark.parametrize(("lang", "recall", "precision"), [("en", 0.93, 0.78), ("zh", 0.90, 0.91)])
 def test_held_back_test_split_recall_and_precision_do_not_regress(lang, recall, precision):
     r = evaluate(default_classifier(), data=Path("/nonexistent"))["results"][f"test/{lang}"]
     # the n-gram model alone (memos' detector for Chinese, and for English where the embedding
-    # model is not on disk), recorded (recall / precision): en 0.942 / 0.803, zh 0.922 / 0.907
+    # model is not on disk), recorded (recall / precision): en 0.942 / 0.797, zh 0.914 / 0.922
     assert r["recall"] >= recall
     assert r["precision"] >= precision
 
@@ -89,9 +89,9 @@ def test_minilm_judges_english_better_than_the_ngrams_alone_on_the_test_split():
     minilm = MiniLMRuleClassifier()
     both = evaluate(minilm, data=Path("/nonexistent"))["results"]
     alone = evaluate(default_classifier(), data=Path("/nonexistent"))["results"]
-    # recorded (recall / precision / F1): 0.959 / 0.935 / 0.947 against 0.942 / 0.803 / 0.867
+    # recorded (recall / precision / F1): 0.983 / 0.856 / 0.915 against 0.942 / 0.797 / 0.864
     assert both["test/en"]["recall"] >= 0.95 and both["test/en"]["f1"] >= alone["test/en"]["f1"] + 0.04
-    # on sentences written after the weights were fitted: 0.975 / 0.963 / 0.969 against 0.949 / 0.893 / 0.920
+    # on sentences written after the weights were fitted: 0.987 / 0.940 / 0.963 against 0.962 / 0.894 / 0.927
     assert both["holdout/en"]["recall"] > alone["holdout/en"]["recall"] and both["holdout/en"]["f1"] > alone["holdout/en"]["f1"]
     assert both["test/zh"] == alone["test/zh"]
     chinese = minilm.judge(["机票一律订经济舱。"])[0]
