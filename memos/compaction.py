@@ -181,7 +181,7 @@ class Compactor:
                   for m in u.messages if m.id in chosen or m.tool_call_ids]
         cands, invs, _ = self.extract(hidden)
         known = "\n".join(c.key + "\n" + c.value for c in cands)
-        cands += timed(identifier_facts([message_source(m) for m in hidden if m.id in chosen], "", known), (), hidden)[0]
+        cands += timed(identifier_facts([message_source(m) for m in hidden if m.id in chosen], "", known), hidden)
         self.state.compacted.update(ids)
         after = self.assembler.total(0, None, Rooms())
         by_call = {c: u.messages[0] for u in units for c in u.messages[0].tool_call_ids}
@@ -224,8 +224,7 @@ class Compactor:
             except Exception as exc:
                 found = self.rules.extract([m for m in messages if m.role != "user"])
                 name = f"rules (fallback: {_reason(exc)})"
-        cands, invs = timed(found.candidates, found.invalidations, messages)
-        return cands, invs, name
+        return timed(found.candidates, messages), timed(found.invalidations, messages), name
 
     def summarize(self, plan: SummaryPlan) -> tuple[str, str]:
         try:
@@ -306,7 +305,7 @@ class Compactor:
         sources = [message_source(m) for m in segment]
         if old_text:
             sources.append((old_text, (), through))
-        cands += timed(identifier_facts(sources, new_text, known), (), segment)[0]
+        cands += timed(identifier_facts(sources, new_text, known), segment)
         return _DemotionPlan(cut=cut, segment=segment,
                              pinned=pinned, text=text, kind=kind, summarizer=summarizer, extractor=extractor,
                              through=through, old_summary=old_summary, candidates=cands, invalidations=invs,

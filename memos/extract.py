@@ -20,13 +20,15 @@ import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from .messages import Message
 from .patterns import DECISION, FAILURE, IDENTIFIER, find_identifiers
 from .text.rules import RuleDetector, default_detector
 from .text.sentences import split_sentences
 from .tiers.cold import Fact, FactCandidate, Invalidation, fact_key
+
+_Sourced = TypeVar("_Sourced", FactCandidate, Invalidation)
 
 __all__ = ["ADDRESS", "Extraction", "FactExtractor", "RuleExtractor", "identifier_facts", "message_source", "timed"]
 
@@ -218,17 +220,12 @@ def identifier_facts(
     return out
 
 
-def timed(candidates: Iterable[FactCandidate], invalidations: Iterable[Invalidation], messages: Iterable[Message]
-          ) -> tuple[list[FactCandidate], list[Invalidation]]:
-    """``candidates`` and ``invalidations`` with the time of their newest source message among
+def timed(found: Iterable[_Sourced], messages: Iterable[Message]) -> list[_Sourced]:
+    """Candidates or invalidations with the time of their newest source message among
     ``messages`` (those that have a time keep it): the cold tier orders a key's values by it."""
     times = {m.id: m.created_at for m in messages}
-
-    def newest(ids: tuple[str, ...]) -> float:
-        return max((times.get(i, 0.0) for i in ids), default=0.0)
-
-    return ([c if c.source_time else replace(c, source_time=newest(c.source_ids)) for c in candidates],
-            [i if i.source_time else replace(i, source_time=newest(i.source_ids)) for i in invalidations])
+    return [f if f.source_time else replace(f, source_time=max((times.get(i, 0.0) for i in f.source_ids), default=0.0))
+            for f in found]
 
 
 def message_source(m: Message) -> tuple[str, tuple[str, ...], int]:
