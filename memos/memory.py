@@ -344,7 +344,8 @@ class Memory:
         page: int = 1,
         promote: bool = False,
     ) -> list[Hit]:
-        """Search archival memory and facts (dense + keyword, fused by reciprocal rank): this
+        """Search archival memory and facts (dense + keyword, fused by reciprocal rank; facts
+        by keyword), listed by score, highest first: this
         session's earlier messages and, with the default scope, the user's past sessions
         (each hit names its ``session``). Messages still in the hot tier are left out.
 

@@ -3,7 +3,7 @@
 Every message is archived as it arrives, and the archive (like the facts) belongs to the
 user by default, so recall reaches this session's demoted messages and the user's past
 sessions alike. :class:`Recall` answers :meth:`~memos.Memory.retrieve` (archive and facts,
-fused by reciprocal rank), chooses the lines of the recalled-memory section for a query
+merged by score), chooses the lines of the recalled-memory section for a query
 within a token limit, and brings back what the assistant referred to that has left the hot
 tier. Recalled lines are grouped under one heading per session and day, and a line quoting
 a value that was corrected later is marked outdated.
@@ -21,7 +21,7 @@ from .paging.context import recall_message
 from .paging.guards import references
 from .state import SessionState
 from .text.passage import best_passage
-from .tiers.archival import RRF_K, ArchivalTier, Hit, rrf
+from .tiers.archival import RRF_K, ArchivalTier, Hit
 from .tiers.cold import ColdTier, Fact
 from .tiers.items import TURN_KINDS
 from .tokens import TokenCounter
@@ -126,7 +126,7 @@ class Recall:
                kind: str | None = None, roles: Sequence[str] | None = None, page: int = 1,
                promote: bool = False) -> list[Hit]:
         """:meth:`memos.Memory.retrieve`: the archive (less what the hot tier holds) and the
-        facts, fused by reciprocal rank; ``promote`` puts the hits in the next prompts."""
+        facts, merged by score; ``promote`` puts the hits in the next prompts."""
         if not isinstance(query, str) or not query.strip():
             raise ValueError("query must be a non-empty string")
         if not 1 <= top_k <= 100:
@@ -145,9 +145,8 @@ class Recall:
                      if (since is None or f.valid_from >= since) and (until is None or f.valid_from <= until)]
         # a fact's score is its place in the fact search, normalised as the archive's is
         facts = [replace(h, score=(RRF_K + 1) / (RRF_K + rank)) for rank, h in enumerate(facts, 1)]
-        by_id = {h.id: h for h in hits + facts}
-        fused = rrf([[h.id for h in hits], [h.id for h in facts]])
-        ranked = [by_id[i] for i in sorted(fused, key=lambda i: -fused[i])]
+        # the two lists merge by the score each hit shows, so a hit never follows a lower one
+        ranked = sorted(hits + facts, key=lambda h: -h.score)
         result = ranked[offset : offset + top_k]
         if promote:
             known = {h.id for h in self.promoted}

@@ -190,3 +190,17 @@ def test_retrieve_scores_say_how_strong_a_hit_is(mem):
     if HAVE_MODEL:
         assert set(strong["found_by"]) == {"dense", "keyword"} and strong["similarity"] > 0.5
         assert all(r.get("similarity", 0.0) < 0.3 for r in weak["results"])
+
+
+def test_retrieve_lists_facts_and_archive_hits_by_the_score_they_show(make_memory):
+    mem = make_memory()
+    mem.add(user("My seat preference is aisle. My loyalty number is LY-55012."))
+    for note in ("Seat 14C was an aisle seat on the Lisbon flight.", "The aisle seats on the night train were sold out.",
+                 "Loyalty points expire in March.", "The loyalty desk is next to gate 12."):
+        mem.archive(note)
+    mem.flush()
+    out = json.loads(mem.handle_tool_call(call("retrieve", {"query": "aisle seat loyalty number", "top_k": 8}))["content"])
+    scores = [r["score"] for r in out["results"]]
+    assert {r["source"] for r in out["results"]} == {"fact", "archive"}
+    assert scores == sorted(scores, reverse=True)
+    assert all(0.0 <= s <= 1.0 for s in scores)
