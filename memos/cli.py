@@ -334,7 +334,7 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--max-steps", type=int, default=6, help="model calls per turn at most (default 6)")
     chat.add_argument("--llm-memory", action="store_true", help="let the same model write summaries and extract facts")
     chat.add_argument("--quiet", action="store_true", help="no banner")
-    bench = sub.add_parser("bench", help="benchmarks against the usual strategies: locomo, prefeval, tokens, overhead")
+    bench = sub.add_parser("bench", help="benchmarks against the usual strategies: locomo, prefeval, memdaily, tokens, overhead")
     bench_sub = bench.add_subparsers(dest="benchmark", required=True)
     locomo = bench_sub.add_parser("locomo", help="LoCoMo evidence recall and answer containment under a budget")
     locomo.add_argument("--data", default="../shared/data/locomo/locomo7.json", help="path of locomo7.json")
