@@ -32,6 +32,8 @@ from .tokens import REPLY_PRIMING, TokenCounter
 __all__ = ["ContextAssembler", "Rooms", "recall_room"]
 
 _MIN_CLIP_TOKENS = 48
+# a message with images keeps at least this much of its text beside them (when it has that much)
+_TEXT_BESIDE_PARTS = 128
 MEANING_WEIGHT = 8.0
 
 
@@ -116,16 +118,42 @@ class ContextAssembler:
             data = {"role": "tool", "tool_call_id": data["tool_call_id"], "content": text}
         if m.tokens > cap and (data.get("content") or "") != "":
             marker = f" … [memos: clipped; full text in the memory log as message {m.id}] … "
-            body = render_text(data) if not isinstance(data.get("content"), str) else data["content"]
             overhead = self.counter.count_message({**data, "content": ""})
-            clipped = None
-            if m.role == "tool":  # a JSON result stays JSON the model can parse
-                clipped = clip_json(body, max(0, cap - overhead), self.counter.count,
-                                    f"clipped; full text in the memory log as message {m.id}")
-            data = {**data, "content": clipped or self.counter.clip(body, max(0, cap - overhead), marker)}
+            content = data.get("content")
+            if isinstance(content, list):
+                data = {**data, "content": self._clip_parts(content, max(0, cap - overhead), m.id, marker)}
+            else:
+                body = content if isinstance(content, str) else render_text(data)
+                clipped = None
+                if m.role == "tool":  # a JSON result stays JSON the model can parse
+                    clipped = clip_json(body, max(0, cap - overhead), self.counter.count,
+                                        f"clipped; full text in the memory log as message {m.id}")
+                data = {**data, "content": clipped or self.counter.clip(body, max(0, cap - overhead), marker)}
         out = (data, self.counter.count_message(data) if data is not m.data else m.tokens)
         self._render_cache[key] = out
         return out
+
+    def _clip_parts(self, parts: list[Any], room: int, message_id: str, marker: str) -> list[dict[str, Any]]:
+        """A message's content parts cut to ``room`` tokens: the images and other parts kept
+        as they are while they fit beside the head of the text (each one that does not is
+        named in a text part), the text parts joined and clipped to the rest."""
+        kept: list[dict[str, Any]] = []
+        left_out: list[str] = []
+        text = " ".join(str(p.get("text", "")) for p in parts if isinstance(p, dict) and p.get("type") == "text")
+        used = 0
+        for_text = min(self.counter.count(text), _TEXT_BESIDE_PARTS) if text else 0
+        for p in parts:
+            if not isinstance(p, dict) or p.get("type") == "text":
+                continue
+            cost = self.counter.count_part(p)
+            if used + cost + for_text <= room:
+                kept.append(p)
+                used += cost
+            else:
+                left_out.append(str(p.get("type")))
+        if left_out:
+            text += f" [memos: {', '.join(left_out)} part(s) left out; in the memory log as message {message_id}]"
+        return ([{"type": "text", "text": self.counter.clip(text, max(0, room - used), marker)}] if text else []) + kept
 
     def render_unit(self, unit: Unit, names: dict[str, str]) -> list[tuple[dict[str, Any], int]]:
         cap = self.message_cap(len(unit.messages))

@@ -13,7 +13,10 @@ The encoding is chosen once per :class:`TokenCounter`, in this order:
 
 Message sizes follow OpenAI's accounting for chat models: every message costs
 :data:`PER_MESSAGE` tokens on top of its role, content, name and tool calls, and a reply
-is primed with :data:`REPLY_PRIMING` tokens.
+is primed with :data:`REPLY_PRIMING` tokens. An image part costs what OpenAI bills for
+one, not the length of its URL: :data:`IMAGE_TOKENS_LOW` at ``detail: "low"``, else
+:data:`IMAGE_TOKENS` (a square image at high detail: four 512-pixel tiles and the base;
+a long image costs more, a small one less).
 """
 
 from __future__ import annotations
@@ -25,12 +28,14 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Protocol
 
-__all__ = ["PER_MESSAGE", "REPLY_PRIMING", "TokenCounter", "default_counter"]
+__all__ = ["IMAGE_TOKENS", "IMAGE_TOKENS_LOW", "PER_MESSAGE", "REPLY_PRIMING", "TokenCounter", "default_counter"]
 
 PER_MESSAGE = 3
 PER_NAME = 1
 PER_TOOL_CALL = 3
 REPLY_PRIMING = 3
+IMAGE_TOKENS = 765
+IMAGE_TOKENS_LOW = 85
 
 
 class _Encoding(Protocol):
@@ -143,12 +148,7 @@ class TokenCounter:
         if isinstance(content, str):
             n += self.count(content)
         elif isinstance(content, list):
-            for part in content:
-                if isinstance(part, Mapping):
-                    if part.get("type") == "text":
-                        n += self.count(str(part.get("text", "")))
-                    else:
-                        n += self.count(json.dumps(part, ensure_ascii=False, sort_keys=True))
+            n += sum(self.count_part(part) for part in content if isinstance(part, Mapping))
         for call in message.get("tool_calls") or ():
             fn = call.get("function", {})
             n += PER_TOOL_CALL + self.count(str(call.get("id", "")))
@@ -156,6 +156,18 @@ class TokenCounter:
         if message.get("tool_call_id"):
             n += self.count(str(message["tool_call_id"]))
         return n
+
+    def count_part(self, part: Mapping[str, Any]) -> int:
+        """Tokens one content part costs: a text part its text, an image part a fixed cost
+        (see the module docs), any other part its JSON."""
+        kind = part.get("type")
+        if kind == "text":
+            return self.count(str(part.get("text", "")))
+        if kind == "image_url":
+            image = part.get("image_url")
+            low = isinstance(image, Mapping) and image.get("detail") == "low"
+            return IMAGE_TOKENS_LOW if low else IMAGE_TOKENS
+        return self.count(json.dumps(part, ensure_ascii=False, sort_keys=True))
 
     def count_messages(self, messages: Sequence[Mapping[str, Any]]) -> int:
         """Tokens of a whole prompt: every message plus the reply priming."""

@@ -32,6 +32,7 @@ op = st.one_of(
     st.tuples(st.just("pin"), st.integers(min_value=0, max_value=10_000)),
     st.tuples(st.just("chain"), st.tuples(st.integers(1, 3), st.integers(0, 3), st.one_of(text, big_text))),
     st.tuples(st.just("context"), st.none()),
+    st.tuples(st.just("image"), st.tuples(st.one_of(text, big_text), st.sampled_from(["low", "high", None]))),
 )
 
 
@@ -107,6 +108,10 @@ def test_paging_invariants_hold_for_random_sessions(ops, conf):
                     add({"role": "user", "content": arg})
                 elif kind == "assistant":
                     add({"role": "assistant", "content": arg})
+                elif kind == "image":
+                    words, detail = arg
+                    url = {"url": "data:image/png;base64," + "iVBORw0KGgo" * 2000, **({"detail": detail} if detail else {})}
+                    add({"role": "user", "content": [{"type": "text", "text": words}, {"type": "image_url", "image_url": url}]})
                 elif kind == "constraint":
                     add({"role": "user", "content": arg})
                     rules.append(arg)

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
-from memos.tokens import PER_MESSAGE, REPLY_PRIMING, TokenCounter
+import json
+
+from memos.tokens import IMAGE_TOKENS, IMAGE_TOKENS_LOW, PER_MESSAGE, REPLY_PRIMING, TokenCounter
 from tests.conftest import tool_chain, user
 
 
@@ -38,3 +40,59 @@ def test_token_counts_are_stored_with_the_message(make_memory):
     (m,) = mem.add(user("count me once"))
     reopened = mem.history()[0]
     assert reopened.tokens == m.tokens == TokenCounter().count_message(user("count me once"))
+
+
+def _image(detail: str | None = None, size: int = 200_000) -> dict:
+    url = "data:image/png;base64," + "A" * size
+    return {"type": "image_url", "image_url": {"url": url, **({"detail": detail} if detail else {})}}
+
+
+def test_an_image_costs_what_openai_bills_not_the_length_of_its_url():
+    counter = TokenCounter()
+    text = {"type": "text", "text": "What is in this picture?"}
+    base = counter.count_message({"role": "user", "content": [text]})
+    assert counter.count_message({"role": "user", "content": [text, _image()]}) == base + IMAGE_TOKENS
+    assert counter.count_message({"role": "user", "content": [text, _image("low")]}) == base + IMAGE_TOKENS_LOW
+    assert counter.count_part(_image(size=10)) == counter.count_part(_image(size=2_000_000))
+
+
+def test_a_long_message_with_an_image_is_clipped_in_its_text_and_keeps_the_image(make_memory):
+    mem = make_memory(budget=2048)
+    story = " ".join(f"Paragraph {i} of the pasted report, about region R{i}." for i in range(400))
+    image = _image()
+    mem.add({"role": "user", "content": [{"type": "text", "text": "Order ORD-77812. " + story}, image]})
+    ctx = mem.context()
+    sent = ctx[-1]["content"]
+    assert isinstance(sent, list) and image in sent  # the image part as it was given
+    (text,) = [p["text"] for p in sent if p["type"] == "text"]
+    assert text.startswith("Order ORD-77812.") and "clipped" in text
+    assert TokenCounter().count_messages(ctx) <= 2048
+    assert mem.history()[0].data["content"][1] == image  # the log keeps all of it
+
+
+def test_an_image_that_cannot_fit_is_named_in_the_text_and_kept_in_the_log(make_memory):
+    mem = make_memory(budget=512)
+    image = _image()
+    mem.add({"role": "user", "content": [{"type": "text", "text": "Is this mole worth a doctor's visit?"}, image]})
+    ctx = mem.context()
+    sent = ctx[-1]["content"]
+    assert image not in sent and "image_url part(s) left out" in json.dumps(sent)
+    assert TokenCounter().count_messages(ctx) <= 512
+    assert mem.history()[0].data["content"][1] == image
+
+
+def test_an_image_never_reaches_summaries_transcripts_or_the_archive_as_bytes(make_memory):
+    from memos.tiers.hot import render_text
+
+    web = {"type": "image_url", "image_url": {"url": "https://example.com/receipt.png"}}
+    message = {"role": "user", "content": [{"type": "text", "text": "Here is the receipt for ORD-77812."}, _image(), web]}
+    assert render_text(message) == "Here is the receipt for ORD-77812. [image] [image: https://example.com/receipt.png]"
+    mem = make_memory(budget=1024)
+    mem.add(message)
+    for i in range(40):
+        mem.add(user(f"Filler message number {i} about the weather and the garden."))
+    mem.flush()
+    assert mem.stats().demotions > 0
+    hits = mem.retrieve("receipt ORD-77812", top_k=5)
+    assert any("ORD-77812" in h.text for h in hits)
+    assert all("base64" not in h.text for h in hits) and "base64" not in mem.summary()

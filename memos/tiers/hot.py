@@ -108,11 +108,24 @@ def _content_text(data: dict[str, Any]) -> str:
         return ""
     if isinstance(content, str):
         return content
-    return "\n".join(
-        p.get("text", "") if p.get("type") == "text" else json.dumps(p, ensure_ascii=False)
-        for p in content
-        if isinstance(p, dict)
-    )
+    return "\n".join(_part_text(p) for p in content if isinstance(p, dict))
+
+
+def _part_text(part: dict[str, Any]) -> str:
+    """A content part as text: its text, or a short stand-in for an image, a file or audio
+    (never the bytes of a data URL, which would fill a summary, a transcript or the archive)."""
+    kind = part.get("type")
+    if kind == "text":
+        return str(part.get("text", ""))
+    if kind == "refusal":
+        return str(part.get("refusal", ""))
+    inner = part.get(str(kind))
+    if kind == "image_url" and isinstance(inner, dict):
+        url = str(inner.get("url", ""))
+        return f"[image: {url[:200]}]" if url.startswith(("http://", "https://")) else "[image]"
+    if kind == "file" and isinstance(inner, dict) and inner.get("filename"):
+        return f"[file: {str(inner['filename'])[:200]}]"
+    return f"[{kind}]"
 
 
 _SHRINK_STEPS = ((400, 40), (200, 20), (100, 10), (60, 5), (30, 3), (15, 2), (8, 1))
