@@ -219,3 +219,19 @@ def test_minilm_is_used_when_asked_and_pins_what_it_judges(monkeypatch, make_mem
     mem.add({"role": "user", "content": "I never finished that book you recommended."})
     pinned = [f.value for f in mem.facts() if f.pinned]
     assert pinned == ["Skip red-eye flights entirely."]
+
+
+def test_the_revocation_set_is_its_own_and_its_recorded_results_are_those_of_the_code():
+    from benchmarks.revocations import evaluate as evaluate_revocations
+    from benchmarks.revocations import load_revocations
+
+    rows = load_revocations()
+    assert len({r["id"] for r in rows}) == len({r["text"] for r in rows}) == len(rows)
+    assert not {r["text"] for r in rows} & {r["text"] for r in load_corpus()}  # no sentence in both files
+    for lang in ("en", "zh"):
+        for split in ("train", "test"):
+            assert {r["label"] for r in rows if r["lang"] == lang and r["split"] == split} == {"revoke", "none"}
+    recorded = json.loads((RESULTS.parent / "revocations.json").read_text())["results"]
+    now = evaluate_revocations(data=Path("/nonexistent"))["results"]
+    for name in ("train/en", "train/zh", "test/en", "test/zh", "rule_corpus/en", "rule_corpus/zh"):
+        assert recorded[name] == now[name], name
