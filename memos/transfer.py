@@ -15,6 +15,7 @@ from typing import Any
 
 from .errors import InvalidMessage
 from .memory import Memory
+from .tiers.hot import render_text
 
 __all__ = ["EXPORT_KEYS", "export_messages", "import_messages", "snapshot"]
 
@@ -27,11 +28,7 @@ def _iso(ts: float) -> str:
 
 
 def _preview(data: dict[str, Any], chars: int = 160) -> str:
-    content = data.get("content")
-    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False) if content else ""
-    calls = [f"{c['function']['name']}({c['function']['arguments']})" for c in data.get("tool_calls") or ()]
-    text = " ".join([*calls, text]).strip() if calls else text
-    text = " ".join(text.split())
+    text = render_text(data)  # an image as [image], never the bytes of its data URL
     return text if len(text) <= chars else text[: chars - 1] + "…"
 
 

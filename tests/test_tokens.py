@@ -96,3 +96,12 @@ def test_an_image_never_reaches_summaries_transcripts_or_the_archive_as_bytes(ma
     hits = mem.retrieve("receipt ORD-77812", top_k=5)
     assert any("ORD-77812" in h.text for h in hits)
     assert all("base64" not in h.text for h in hits) and "base64" not in mem.summary()
+
+
+def test_inspect_previews_an_image_message_without_its_bytes(make_memory):
+    from memos.transfer import snapshot
+
+    mem = make_memory(budget=2048)
+    mem.add({"role": "user", "content": [{"type": "text", "text": "Is this my lost suitcase?"}, _image()]})
+    (preview,) = [m["preview"] for m in snapshot(mem)["hot"]]
+    assert preview == "Is this my lost suitcase? [image]"
