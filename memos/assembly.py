@@ -120,10 +120,10 @@ class ContextAssembler:
             marker = f" … [memos: clipped; full text in the memory log as message {m.id}] … "
             overhead = self.counter.count_message({**data, "content": ""})
             content = data.get("content")
-            if isinstance(content, list):
-                data = {**data, "content": self._clip_parts(content, max(0, cap - overhead), m.id, marker)}
+            if isinstance(content, list):  # content parts: the text is clipped, images kept while they fit
+                data = {**data, "content": self._clip_parts(content, m.text, max(0, cap - overhead), m.id, marker)}
             else:
-                body = content if isinstance(content, str) else render_text(data)
+                body = str(content)
                 clipped = None
                 if m.role == "tool":  # a JSON result stays JSON the model can parse
                     clipped = clip_json(body, max(0, cap - overhead), self.counter.count,
@@ -133,13 +133,12 @@ class ContextAssembler:
         self._render_cache[key] = out
         return out
 
-    def _clip_parts(self, parts: list[Any], room: int, message_id: str, marker: str) -> list[dict[str, Any]]:
+    def _clip_parts(self, parts: list[Any], text: str, room: int, message_id: str, marker: str) -> list[dict[str, Any]]:
         """A message's content parts cut to ``room`` tokens: the images and other parts kept
-        as they are while they fit beside the head of the text (each one that does not is
-        named in a text part), the text parts joined and clipped to the rest."""
+        as they are while they fit beside the head of its ``text`` (each one that does not is
+        named in a text part), and that text, its text parts joined, clipped to the rest."""
         kept: list[dict[str, Any]] = []
         left_out: list[str] = []
-        text = " ".join(str(p.get("text", "")) for p in parts if isinstance(p, dict) and p.get("type") == "text")
         used = 0
         for_text = min(self.counter.count(text), _TEXT_BESIDE_PARTS) if text else 0
         for p in parts:
