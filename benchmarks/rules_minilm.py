@@ -6,11 +6,10 @@
 Reads the ONNX model's weights into a PyTorch ``BertModel``, and trains, on the English *train*
 split of ``tests/data/rules/corpus.tsv``, only the parameters the ONNX file names (every bias
 and layer norm: 30,720 numbers; "BitFit", Ben Zaken et al. 2022) and a linear head on the
-mean-pooled output, 6 epochs. The threshold on the mean of the two models' log-odds is the
-highest that keeps recall at ``CV_RECALL`` (0.95, the recall a rule detector must reach)
-over 5-fold cross-validation on that split (both models
-fitted on four folds, scored on the fifth, every sentence scored once); the shipped weights
-are then fitted on the whole split. Writes
+mean-pooled output, 6 epochs, on four fifths of that split (the fifth is drawn with
+``SEED``). The threshold on the mean of the two models' log-odds (the n-gram model fitted on
+the same four fifths) is the highest that keeps recall at ``CV_RECALL`` (0.95, the recall a
+rule detector must reach) on the fifth left out, which neither model was fitted on. Writes
 ``memos/text/rules_minilm.npz``; ``python -m benchmarks.rules evaluate`` then measures it.
 """
 
@@ -32,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "data" / "rules" / "corpus.tsv"
 MIX = 0.5  # the two models' log-odds count equally
 EPOCHS, BATCH, LR, SEED = 6, 16, 2e-3, 0
-FOLDS = 5
+FOLDS = 5  # one fold in five is held back to choose the threshold
 # the recall target of the detector; a threshold kept for 0.97 cost 0.039 of cross-validated
 # precision (0.843 against 0.882) for 0.020 of recall
 CV_RECALL = 0.95
@@ -107,37 +106,35 @@ def train(model_dir: Path, out: Path = MINILM_FILE) -> dict[str, Any]:
         bert.eval()
         return bert, head, pooled, named
 
-    # out-of-fold scores of both models for every train sentence: the threshold is chosen on
-    # all of them (a single held-back fifth moved it between 0.15 and 0.52 from seed to seed)
-    folds = np.random.default_rng(SEED).permutation(len(rows)) % FOLDS
-    mixed = np.zeros(len(rows))
-    for k in range(FOLDS):
-        part = [r for r, f in zip(rows, folds, strict=True) if f != k]
-        held = [r for r, f in zip(rows, folds, strict=True) if f == k]
-        print(f"fold {k + 1}/{FOLDS}")
-        bert, head, pooled, _ = fit(part)
-        with torch.no_grad():
-            neural = head(pooled([r["text"] for r in held])).squeeze(-1).numpy()
-        vec = DictVectorizer()
-        ngram = LogisticRegression(C=8.0, max_iter=5000, class_weight="balanced")
-        ngram.fit(vec.fit_transform([features(r["text"]) for r in part]), [r["label"] != "none" for r in part])
-        p = np.clip(ngram.predict_proba(vec.transform([features(r["text"]) for r in held]))[:, 1], 1e-6, 1 - 1e-6)
-        mixed[folds == k] = MIX * neural + (1 - MIX) * np.log(p / (1 - p))
-    gold = np.array([r["label"] != "none" for r in rows])
+    # The threshold is chosen on sentences the shipped models were not fitted on: a fifth of the
+    # split is held back for it. (Choosing it on five fold models' out-of-fold scores and then
+    # fitting on the whole split gave a model that scores unseen sentences higher than the fold
+    # models did: recall 0.983 and 0.987 on the test and holdout splits, against the 0.95 aimed at.)
+    held_fold = np.random.default_rng(SEED).permutation(len(rows)) % FOLDS == 0
+    part = [r for r, h in zip(rows, held_fold, strict=True) if not h]
+    held = [r for r, h in zip(rows, held_fold, strict=True) if h]
+    print(f"the shipped model, on {len(part)} of the {len(rows)} English train sentences")
+    bert, head, pooled, named = fit(part)
+    with torch.no_grad():
+        neural = head(pooled([r["text"] for r in held])).squeeze(-1).numpy()
+    vec = DictVectorizer()
+    ngram = LogisticRegression(C=8.0, max_iter=5000, class_weight="balanced")
+    ngram.fit(vec.fit_transform([features(r["text"]) for r in part]), [r["label"] != "none" for r in part])
+    p = np.clip(ngram.predict_proba(vec.transform([features(r["text"]) for r in held]))[:, 1], 1e-6, 1 - 1e-6)
+    mixed = MIX * neural + (1 - MIX) * np.log(p / (1 - p))
+    gold = np.array([r["label"] != "none" for r in held])
     candidates = [t for t in np.arange(0.02, 0.98, 0.01)
                   if (mixed[gold] >= math.log(t / (1 - t))).mean() >= CV_RECALL]
     threshold = float(round(max(candidates), 2))
     chosen = mixed >= math.log(threshold / (1 - threshold))
-    held_back = {"n": len(rows), "recall": round(float(chosen[gold].mean()), 3),
+    held_back = {"n": len(held), "recall": round(float(chosen[gold].mean()), 3),
                  "precision": round(float(gold[chosen].mean()), 3)}
-    print("the shipped model, on the whole English train split")
-    bert, head, _, named = fit(rows)
     arrays = {"m." + n: p.detach().numpy().astype(np.float32) for n, p in bert.named_parameters() if n in named}
     np.savez_compressed(out, mix=np.float32(MIX), threshold=np.float32(threshold),
                         head_w=head.weight.detach().numpy()[0].astype(np.float32),
                         head_b=np.float32(head.bias.detach().numpy()[0]), **arrays)
     print(f"wrote {out}: {sum(a.size for a in arrays.values())} model numbers, threshold {threshold}, "
-          f"{FOLDS}-fold cross-validated {held_back}")
+          f"on the held-back fifth {held_back}")
     return held_back
 
 
