@@ -8,8 +8,10 @@ pinned rules it names (INVALIDATE), and is itself no rule. memos finds such sent
 phrase list (``memos.extract._REVOKE``). ``evaluate`` measures it per language and split on
 ``tests/data/rules/revocations.tsv`` (sentences that lift a rule, and hard negatives: rules
 set with "anymore" / "不再", other people, cancelled bookings, questions), counts the rules
-of the rule corpus (``corpus.tsv``) it takes for revocations (those are not pinned), and the
-benchmark-drawn sentences (none of which lifts a rule) it fires on.
+of the rule corpus (``corpus.tsv``) and of that file it takes for revocations, and how many
+of those are lost (said by a user with no rules yet, they end as no pinned rule though the
+classifier judges them rules: a revocation that lifts no rule sets the rule it states), and
+the benchmark-drawn sentences (none of which lifts a rule) it fires on.
 
 ``cv`` measures the obvious replacement, a logistic regression over the rule classifier's
 features (:func:`memos.text.rules.features`), by 5-fold cross-validation on the train splits
@@ -49,6 +51,30 @@ def _revokes(text: str) -> bool:
     return any(_REVOKE.search(s) for s in split_sentences(text))
 
 
+def _kept(text: str) -> bool:
+    """Whether a rule the n-gram classifier judges a rule ends as a pinned fact when a user
+    with no rules yet says it: a sentence read as a revocation that lifts no rule sets one
+    (the n-gram model judges, so the count is the same with and without the embedding model)."""
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import StaticPool
+
+    from memos.extract import RuleExtractor
+    from memos.messages import Message
+    from memos.store import Store
+    from memos.text.rules import default_classifier
+    from memos.tiers.cold import ColdTier
+
+    detector = default_classifier()
+    if not any(j.is_rule for j in detector.judge(split_sentences(text))):
+        return True  # not the phrase list's doing
+    engine = create_engine("sqlite://", poolclass=StaticPool)
+    Store(engine)  # the tables
+    cold = ColdTier(engine, "rules")
+    found = RuleExtractor(detector=detector).extract([Message("m1", 1, {"role": "user", "content": text}, 0)])
+    cold.apply(found.candidates, found.invalidations)
+    return any(f.pinned and f.kind in ("constraint", "preference") for f in cold.facts())
+
+
 def evaluate(judge: Callable[[str], bool] = _revokes, *, data: Path = SHARED_DATA) -> dict[str, Any]:
     """Precision and recall per language and split; rules of the rule corpus taken for
     revocations; benchmark-drawn sentences it fires on."""
@@ -68,8 +94,15 @@ def evaluate(judge: Callable[[str], bool] = _revokes, *, data: Path = SHARED_DAT
     for lang in ("en", "zh"):
         rules = [r for r in corpus if r["lang"] == lang and r["label"] != "none"]
         chat = [r for r in corpus if r["lang"] == lang and r["label"] == "none"]
-        out[f"rule_corpus/{lang}"] = {"rules": len(rules), "rules_taken": sum(judge(r["text"]) for r in rules),
+        taken = [r["text"] for r in rules if judge(r["text"])]
+        out[f"rule_corpus/{lang}"] = {"rules": len(rules), "rules_taken": len(taken),
+                                      "rules_taken_lost": sum(not _kept(t) for t in taken),
                                       "other": len(chat), "other_taken": sum(judge(r["text"]) for r in chat)}
+    for lang in ("en", "zh"):  # the hard negatives that set rules ("不再订早班机。")
+        taken = [r["text"] for r in own if r["lang"] == lang and r["category"] == "rule" and judge(r["text"])]
+        out[f"rules_in_revocation_words/{lang}"] = {
+            "rules": sum(r["lang"] == lang and r["category"] == "rule" for r in own), "rules_taken": len(taken),
+            "rules_taken_lost": sum(not _kept(t) for t in taken)}
     bench = load_benchmark_sentences(data)
     for src in ("prefeval", "locomo", "memdaily"):
         texts = [r["text"] for r in bench if r["source"] == src]

@@ -139,15 +139,19 @@ class RuleExtractor:
         whole = " ".join(text.split()) if len(sentences) <= 3 and len(text) <= _WHOLE_PREFERENCE_CHARS else None
         judged = (self.detector or default_detector()).judge(sentences) if m.role == "user" and sentences else []
         for i, sentence in enumerate(sentences):
-            revokes = bool(_REVOKE.search(sentence))
-            if revokes:  # a sentence lifting a rule is not a rule to pin
-                invs.append(Invalidation(sentence, src, m.seq))
-            rule = judged[i] if i < len(judged) and judged[i].is_rule and not revokes else None
+            rule = judged[i] if i < len(judged) and judged[i].is_rule else None
+            found = None
             if rule is not None:
                 pinned = rule.kind == "constraint" or self.pin_preferences
-                cands.append(FactCandidate(rule.kind, fact_key(rule.kind, sentence), whole or sentence, src, m.seq,
-                                           confidence=min(1.0, max(0.0, rule.score)), pinned=pinned, origin=rule.by))
-            elif _SOFT_PREFERENCE.search(sentence) and not sentence.endswith(("?", "？")):
+                found = FactCandidate(rule.kind, fact_key(rule.kind, sentence), whole or sentence, src, m.seq,
+                                      confidence=min(1.0, max(0.0, rule.score)), pinned=pinned, origin=rule.by)
+            if _REVOKE.search(sentence):
+                # a sentence lifting a rule is not a rule to pin; one that names no current
+                # rule may set one (the cold tier decides: it knows the rules)
+                invs.append(Invalidation(sentence, src, m.seq, otherwise=found))
+            elif found is not None:
+                cands.append(found)
+            if rule is None and _SOFT_PREFERENCE.search(sentence) and not sentence.endswith(("?", "？")):
                 cands.append(FactCandidate("preference", fact_key("preference", sentence), sentence, src, m.seq,
                                            origin=self.name))
             for mx in _MY_X_IS.finditer(sentence):

@@ -86,6 +86,26 @@ def test_user_revocation_invalidates_the_matching_preference(make_memory):
     assert "spicy" not in pinned and "window seats" in pinned
 
 
+def test_a_rule_worded_like_a_revocation_is_kept_when_it_names_no_rule(make_memory, store):
+    # "取消" (cancel) and "no longer" read as revocations; with no rule of theirs to lift,
+    # the sentences set rules, and the next session knows them
+    mem = make_memory(budget=4000)
+    mem.add(user("Prefer aisle seats."))
+    mem.add(user("酒店一律要能免费取消的。"))
+    mem.add(user("I no longer take flights before 9 am, book later ones."))
+    rules = {f.value for f in mem.facts() if f.kind in ("constraint", "preference") and f.pinned}
+    assert {"酒店一律要能免费取消的。", "I no longer take flights before 9 am, book later ones."} <= rules
+    # one that names a rule lifts it, and is no rule itself
+    mem.add(user("Prefer aisle seats no longer applies, any seat is fine."))
+    values = {f.value for f in mem.facts()}
+    assert "Prefer aisle seats." not in values and not any("any seat is fine" in v for v in values)
+    assert "Prefer aisle seats." in {f.value for f in mem.facts(include_history=True) if f.status == "invalidated"}
+    mem.close()
+    nxt = make_memory(budget=4000, session="next")
+    pinned = next(m["content"] for m in nxt.context() if "[memory: pinned]" in str(m.get("content")))
+    assert "免费取消" in pinned and "before 9 am" in pinned and "aisle" not in pinned
+
+
 def test_invalidate_and_forget_by_id(make_memory):
     mem = make_memory(budget=4000)
     mem.add(user("My hotel is Chiado Suites."))

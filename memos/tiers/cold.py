@@ -17,7 +17,7 @@ import hashlib
 import json
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlalchemy import event, text
@@ -101,8 +101,13 @@ class ColdTier:
         changes: list[FactChange] = []
         now = time.time()
         forgotten = self._forgotten_keys(session)
+        candidates = list(candidates)
         for inv in invalidations:
-            changes.extend(self._invalidate_matching(session, inv, now))
+            lifted = self._invalidate_matching(session, inv, now)
+            changes.extend(lifted)
+            if not lifted and inv.otherwise is not None:
+                rule = inv.otherwise
+                candidates.append(rule if rule.source_time else replace(rule, source_time=inv.source_time))
         for cand in candidates:
             gone = max(forgotten.get((cand.kind, cand.key), -2), forgotten.get((cand.kind, _digest(cand.key)), -2))
             if gone >= cand.source_seq:
@@ -204,8 +209,7 @@ class ColdTier:
             row.valid_to = now
             s.add(row)
             return [FactChange(FactOp.INVALIDATE, row)]
-        words = content_terms(inv.text)
-        if not words:
+        if not content_terms(inv.text):
             return []
         rows = s.exec(
             select(Fact).where(Fact.namespace == self.namespace, Fact.status == "current",
@@ -219,9 +223,7 @@ class ColdTier:
                 continue
             if inv.source_time <= 0 and row.source_seq > inv.source_seq >= 0:
                 continue
-            fw = content_terms(row.value)
-            shared = words & fw
-            if fw and (len(shared) >= 2 or len(shared) / len(fw) >= 0.5):
+            if inv.lifts(row.value):
                 row.status = "invalidated"
                 row.valid_to = now
                 s.add(row)

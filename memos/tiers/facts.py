@@ -22,6 +22,7 @@ from sqlalchemy import Index
 from sqlmodel import Field
 
 from ..store import MemosModel
+from ..text.terms import content_terms
 
 FACT_KINDS = ("constraint", "preference", "identifier", "task_state", "decision", "failed_attempt", "fact")
 # Kinds that share keys: a rule is one rule whether it was judged a constraint or a preference,
@@ -140,7 +141,7 @@ class FactCandidate:
 @dataclass(frozen=True)
 class Invalidation:
     """A statement revoking earlier facts ("I no longer …"); matched against current
-    constraints and preferences by shared words."""
+    constraints and preferences by shared words (:meth:`lifts`)."""
 
     text: str
     source_ids: tuple[str, ...] = ()
@@ -148,6 +149,16 @@ class Invalidation:
     # the exact fact to revoke, when the extractor knows it (an LLM given the fact ids)
     fact_id: int | None = None
     source_time: float = 0.0  # Unix time of the revoking message (0: unknown)
+    # the rule the statement sets if it lifts none: a sentence can read as both
+    # ("酒店一律要能免费取消的。", "hotels must all allow free cancellation")
+    otherwise: FactCandidate | None = None
+
+    def lifts(self, value: str) -> bool:
+        """Whether this statement names the rule ``value``: they share two content words (or
+        Chinese character pairs), or half of the rule's."""
+        words, rule = content_terms(self.text), content_terms(value)
+        shared = words & rule
+        return bool(rule) and (len(shared) >= 2 or len(shared) / len(rule) >= 0.5)
 
 
 @dataclass(frozen=True)
