@@ -1,0 +1,135 @@
+"""Attributes the user states: is "my X is Y" a value to keep under the key X, or talk?
+
+"My email is dana@example.org", "my daughter is 7", "我的生日是5月29号" state what the
+assistant should know by name later; "my family is everything to me", "my head is killing
+me", "我的意思是我们再等等" share the frame and are talk. Which is which is decided by a
+measured classifier, not a word list: a logistic regression over the key's and the value's
+character and word n-grams and the value's shape (digits, capitals, quotes, length). Its
+weights ship with the package (``attributes_model.json.gz``); they were fitted by
+``benchmarks/attributes.py`` on the *train* split of ``tests/data/facts/attributes.tsv``
+(English and Chinese sentences in the frame), and its precision and recall on the held-back
+*test* split and on turns drawn from LoCoMo are recorded in
+``benchmarks/results/attributes.json``.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .rules import features
+
+__all__ = ["ATTRIBUTES_FILE", "Attribute", "AttributeClassifier", "attribute_features", "default_attribute_classifier",
+           "find_attributes"]
+
+ATTRIBUTES_FILE = Path(__file__).with_name("attributes_model.json.gz")
+
+# the value runs to the end of the clause; a dot before a non-space is part of it (an email,
+# "1.78 m")
+_MY_X_IS = re.compile(r"\bmy ((?:[a-z]+ ){0,2}[a-z]+) (?:is|are|was changed to|is now) ((?:[^.;!?\n]|\.(?=\S)){1,80})",
+                      re.IGNORECASE)
+# "我的生日是…", "我最喜欢的作家是…", "我婶婶的生日是…" (the key ends at the first 是 / 叫)
+_MY_X_IS_ZH = re.compile(r"我(?:的|([\u4e00-\u9fff]{1,3})的)([\u4e00-\u9fff]{1,6}?)(?:是|叫)([^。！？!?；;\n]{1,40})")
+# a comma then a function word opens another clause ("ORD-55121, can you track it?"), which is
+# not part of the value; a comma before anything else may be ("42 Rua do Ouro, Lisbon"); so
+# does "and" before another subject ("Li Wei and my birthday is May 29")
+_NEXT_CLAUSE = re.compile(r"(?:,\s*(?:and|but|so|or|because|since|though|although|which|if|when|while|i|i'm|you|we|he|"
+                          r"she|it|they|can|could|would|will|please|do|does|did|is|are|what|how|why|where|who)\b|"
+                          r"\s+(?:and|but)\s+(?:my|i|i'm|we|it's)\b).*",
+                          re.IGNORECASE | re.DOTALL)
+_DIGIT = re.compile(r"\d")
+_HAN = re.compile(r"[\u4e00-\u9fff]")
+_CAPITAL = re.compile(r"(?:^|\s)[A-Z][a-z]")
+_LATIN = re.compile(r"[A-Za-z]")
+
+
+@dataclass(frozen=True)
+class Attribute:
+    """One "my X is Y" of a sentence: the key, the value, and how sure the classifier is
+    that it is an attribute rather than talk."""
+
+    key: str
+    value: str
+    score: float
+
+
+def find_attributes(sentence: str, *, chinese: bool = True) -> list[tuple[str, str]]:
+    """The (key, value) pairs of ``sentence`` in the frame, English (and Chinese, with
+    ``chinese``), before judging."""
+    out = []
+    at = 0
+    while (m := _MY_X_IS.search(sentence, at)) is not None:
+        value = _NEXT_CLAUSE.sub("", m.group(2)).strip()
+        if value:
+            out.append((m.group(1), value))
+        at = m.start(2) + max(1, len(value))  # "… and my birthday is May 29" is read next
+    for m in _MY_X_IS_ZH.finditer(sentence) if chinese else ():
+        key = f"{m.group(1)}的{m.group(2)}" if m.group(1) else m.group(2)
+        value = m.group(3).strip()
+        if value:
+            out.append((key, value))
+    return out
+
+
+def attribute_features(key: str, value: str) -> dict[str, float]:
+    """The classifier's features of a (key, value) pair. Training and prediction share this."""
+    out = {f"k|{g}": v for g, v in features(key).items() if g.startswith(("c:", "w:"))}
+    out.update({f"v|{g}": v for g, v in features(value).items()})
+    words = value.split()
+    shape = {
+        "s:digit": bool(_DIGIT.search(value)),
+        "s:capital": bool(_CAPITAL.search(value)),
+        "s:quote": any(q in value for q in "\"“”「」《》"),
+        "s:latin_in_cjk": bool(_LATIN.search(value)) and not _LATIN.match(value[:1] or " ") and "\u4e00" <= key[:1] <= "\u9fff",
+        "s:short": len(words) <= 3 and len(value) <= 24,
+        "s:long": len(words) > 8 or len(value) > 30,
+    }
+    out.update({k: 1.0 for k, on in shape.items() if on})
+    return out
+
+
+class AttributeClassifier:
+    """The shipped linear model: ``score`` is the probability that a (key, value) pair is an
+    attribute of the user (or of someone of theirs) worth a keyed fact. Its thresholds, one
+    per language, are the scores from which a pair counts as one, chosen at training time
+    (:meth:`threshold_for`: Chinese for a key with Han characters, English otherwise);
+    ``threshold`` replaces both."""
+
+    name = "classifier"
+
+    def __init__(self, model: dict[str, Any] | None = None, *, threshold: float | None = None) -> None:
+        data = model if model is not None else json.loads(gzip.decompress(ATTRIBUTES_FILE.read_bytes()).decode("utf-8"))
+        self.bias = float(data["bias"])
+        self.weights: dict[str, float] = {str(k): float(v) for k, v in data["weights"].items()}
+        self.thresholds = {str(k): float(v) if threshold is None else float(threshold)
+                           for k, v in data["thresholds"].items()}
+        for t in self.thresholds.values():
+            if not 0.0 < t < 1.0:
+                raise ValueError(f"threshold must be in (0, 1), got {t}")
+
+    def threshold_for(self, key: str) -> float:
+        """The threshold for a pair with this key (Chinese or English)."""
+        return self.thresholds["zh" if _HAN.search(key) else "en"]
+
+    def score(self, key: str, value: str) -> float:
+        """Probability that ``value`` is the user's attribute ``key``."""
+        z = self.bias + sum(self.weights.get(f, 0.0) * v for f, v in attribute_features(key, value).items())
+        return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
+
+    def attributes(self, sentence: str, *, chinese: bool = True) -> list[Attribute]:
+        """The attributes ``sentence`` states: pairs in the frame (Chinese ones only with
+        ``chinese``) that the model keeps."""
+        found = [Attribute(k, v, round(self.score(k, v), 4)) for k, v in find_attributes(sentence, chinese=chinese)]
+        return [a for a in found if a.score >= self.threshold_for(a.key)]
+
+
+@functools.lru_cache(maxsize=1)
+def default_attribute_classifier() -> AttributeClassifier:
+    """The shipped classifier, loaded once per process."""
+    return AttributeClassifier()
