@@ -19,7 +19,6 @@ memos did before the classifier).
 
 from __future__ import annotations
 
-import argparse
 import csv
 import gzip
 import json
@@ -33,7 +32,7 @@ from memos.cli_bench import write_results
 from memos.text.attributes import ATTRIBUTES_FILE, AttributeClassifier, attribute_features, find_attributes
 from memos.text.sentences import split_sentences
 
-from .rules import SHARED_DATA, _commit, _rates
+from .rules import SHARED_DATA, _commit, _rates, train_evaluate_args
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "data" / "facts" / "attributes.tsv"
@@ -154,13 +153,8 @@ def train(out: Path = ATTRIBUTES_FILE, *, progress: Callable[[str], None] = prin
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.attributes", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("train", help="fit the weights on the train split (needs scikit-learn)")
-    ev = sub.add_parser("evaluate", help="precision and recall of the shipped weights, and of keeping every pair")
-    ev.add_argument("--data", default=str(SHARED_DATA), help="the benchmark data folder (default ../shared/data)")
-    ev.add_argument("--out", default=None, help="write the results as JSON here (default: a new file in ./memos-bench/)")
-    args = parser.parse_args(argv)
+    args = train_evaluate_args("python -m benchmarks.attributes", __doc__.split("\n\n")[0],
+                               "precision and recall of the shipped weights, and of keeping every pair", argv)
     if args.command == "train":
         train()
         return 0

@@ -242,14 +242,21 @@ def _commit() -> str:
         return "unknown"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.rules", description=__doc__.split("\n\n")[0])
+def train_evaluate_args(prog: str, description: str, evaluate_help: str,
+                        argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line of a classifier's benchmark: ``train``, or ``evaluate [--data] [--out]``."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("train", help="fit the weights on the train split (needs scikit-learn)")
-    ev = sub.add_parser("evaluate", help="precision and recall of the shipped weights")
+    ev = sub.add_parser("evaluate", help=evaluate_help)
     ev.add_argument("--data", default=str(SHARED_DATA), help="the benchmark data folder (default ../shared/data)")
     ev.add_argument("--out", default=None, help="write the results as JSON here (default: a new file in ./memos-bench/)")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = train_evaluate_args("python -m benchmarks.rules", __doc__.split("\n\n")[0],
+                               "precision and recall of the shipped weights", argv)
     if args.command == "train":
         train()
         return 0
