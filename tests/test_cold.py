@@ -95,6 +95,8 @@ def test_a_rule_worded_like_a_revocation_is_kept_when_it_names_no_rule(make_memo
     mem.add(user("I no longer take flights before 9 am, book later ones."))
     rules = {f.value for f in mem.facts() if f.kind in ("constraint", "preference") and f.pinned}
     assert {"酒店一律要能免费取消的。", "I no longer take flights before 9 am, book later ones."} <= rules
+    mem.add(user("酒店一律要能免费取消的。"))  # said again, it does not lift itself
+    assert "酒店一律要能免费取消的。" in {f.value for f in mem.facts() if f.pinned}
     # one that names a rule lifts it, and is no rule itself
     mem.add(user("Prefer aisle seats no longer applies, any seat is fine."))
     values = {f.value for f in mem.facts()}

@@ -223,6 +223,8 @@ class ColdTier:
                 continue
             if inv.source_time <= 0 and row.source_seq > inv.source_seq >= 0:
                 continue
+            if inv.otherwise is not None and row.key == inv.otherwise.key:
+                continue  # the rule said again, not lifted by itself
             if inv.lifts(row.value):
                 row.status = "invalidated"
                 row.valid_to = now
