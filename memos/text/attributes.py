@@ -86,7 +86,7 @@ def attribute_features(key: str, value: str) -> dict[str, float]:
         "s:digit": bool(_DIGIT.search(value)),
         "s:capital": bool(_CAPITAL.search(value)),
         "s:quote": any(q in value for q in "\"“”「」《》"),
-        "s:latin_in_cjk": bool(_LATIN.search(value)) and not _LATIN.match(value[:1] or " ") and "\u4e00" <= key[:1] <= "\u9fff",
+        "s:latin_in_cjk": bool(_LATIN.search(value)) and not _LATIN.match(value[:1] or " ") and bool(_HAN.match(key)),
         "s:short": len(words) <= 3 and len(value) <= 24,
         "s:long": len(words) > 8 or len(value) > 30,
     }
@@ -100,8 +100,6 @@ class AttributeClassifier:
     per language, are the scores from which a pair counts as one, chosen at training time
     (:meth:`threshold_for`: Chinese for a key with Han characters, English otherwise);
     ``threshold`` replaces both."""
-
-    name = "classifier"
 
     def __init__(self, model: dict[str, Any] | None = None, *, threshold: float | None = None) -> None:
         data = model if model is not None else json.loads(gzip.decompress(ATTRIBUTES_FILE.read_bytes()).decode("utf-8"))
