@@ -107,9 +107,8 @@ def train(model_dir: Path, out: Path = MINILM_FILE) -> dict[str, Any]:
         return bert, head, pooled, named
 
     # The threshold is chosen on sentences the shipped models were not fitted on: a fifth of the
-    # split is held back for it. (Choosing it on five fold models' out-of-fold scores and then
-    # fitting on the whole split gave a model that scores unseen sentences higher than the fold
-    # models did: recall 0.983 and 0.987 on the test and holdout splits, against the 0.95 aimed at.)
+    # split is held back for it. (It used to be chosen on five fold models' out-of-fold scores
+    # and applied to a model then fitted on the whole split, which those scores do not describe.)
     held_fold = np.random.default_rng(SEED).permutation(len(rows)) % FOLDS == 0
     part = [r for r, h in zip(rows, held_fold, strict=True) if not h]
     held = [r for r, h in zip(rows, held_fold, strict=True) if h]
