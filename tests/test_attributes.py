@@ -23,6 +23,7 @@ def facts(text: str, **kwargs: bool) -> list[tuple[str, str]]:
 @pytest.mark.parametrize(("sentence", "pairs"), [
     ("My name is Li Wei and my birthday is May 29.", [("name", "Li Wei"), ("birthday", "May 29")]),
     ("My height is 1.78 m.", [("height", "1.78 m")]),
+    ("My doctor is Dr. Alvarez.", [("doctor", "Dr. Alvarez")]),
     ("My work email is j.ortiz@acme.io.", [("work email", "j.ortiz@acme.io")]),
     ("My favourite bands are Muse and Blur.", [("favourite bands", "Muse and Blur")]),
     ("我婶婶的生日是5月29号。", [("婶婶的生日", "5月29号")]),

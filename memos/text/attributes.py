@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .rules import features
+from .sentences import ABBREVIATION
 
 __all__ = ["ATTRIBUTES_FILE", "Attribute", "AttributeClassifier", "attribute_features", "default_attribute_classifier",
            "find_attributes"]
@@ -31,9 +32,9 @@ __all__ = ["ATTRIBUTES_FILE", "Attribute", "AttributeClassifier", "attribute_fea
 ATTRIBUTES_FILE = Path(__file__).with_name("attributes_model.json.gz")
 
 # the value runs to the end of the clause; a dot before a non-space is part of it (an email,
-# "1.78 m")
-_MY_X_IS = re.compile(r"\bmy ((?:[a-z]+ ){0,2}[a-z]+) (?:is|are|was changed to|is now) ((?:[^.;!?\n]|\.(?=\S)){1,80})",
-                      re.IGNORECASE)
+# "1.78 m"), as is a title's ("Dr. Alvarez")
+_MY_X_IS = re.compile(r"\bmy ((?:[a-z]+ ){0,2}[a-z]+) (?:is|are|was changed to|is now) "
+                      rf"((?:{ABBREVIATION}\s|[^.;!?\n]|\.(?=\S)){{1,80}})", re.IGNORECASE)
 # "我的生日是…", "我最喜欢的作家是…", "我婶婶的生日是…" (the key ends at the first 是 / 叫)
 _MY_X_IS_ZH = re.compile(r"我(?:的|([\u4e00-\u9fff]{1,3})的)([\u4e00-\u9fff]{1,6}?)(?:是|叫)([^。！？!?；;\n]{1,40})")
 # a comma then a function word opens another clause ("ORD-55121, can you track it?"), which is

@@ -1,0 +1,28 @@
+"""Sentence splitting: at sentence ends in English and Chinese, not after a title's dot."""
+
+from __future__ import annotations
+
+import pytest
+
+from memos.extract import RuleExtractor
+from memos.messages import Message
+from memos.text.sentences import split_sentences
+
+
+@pytest.mark.parametrize(("text", "sentences"), [
+    ("My name is Tom. Nice to meet you.", ["My name is Tom.", "Nice to meet you."]),
+    ("Book the first. Then rest!", ["Book the first.", "Then rest!"]),
+    ("Only see Dr. Patel for checkups. Thanks.", ["Only see Dr. Patel for checkups.", "Thanks."]),
+    ("Use metric units, e.g. km and kg.", ["Use metric units, e.g. km and kg."]),
+    ("We land in St. Louis at 9; Mr. Ortiz meets us.", ["We land in St. Louis at 9;", "Mr. Ortiz meets us."]),
+    ("我的医生是Dr. Li。周五见", ["我的医生是Dr. Li。", "周五见"]),
+    ("Mr.\nSmith", ["Mr.", "Smith"]),  # a line break ends a sentence whatever precedes it
+])
+def test_sentences_end_at_their_punctuation_and_not_after_a_title(text, sentences):
+    assert split_sentences(text) == sentences
+
+
+def test_a_rule_naming_a_doctor_is_kept_whole():
+    text = "Hi again. Quick note before the weekend. Only book appointments with Dr. Patel. Thanks a lot!"
+    found = RuleExtractor().extract([Message("m", 0, {"role": "user", "content": text}, 0)])
+    assert [c.value for c in found.candidates if c.kind == "constraint"] == ["Only book appointments with Dr. Patel."]
