@@ -1,27 +1,31 @@
-"""How well memos finds a sentence that lifts a rule the user set.
+"""The revocation classifier: train it, and measure how well memos finds a sentence that
+lifts a rule the user set, and which rule it lifts.
 
+    python -m benchmarks.revocations train     # needs scikit-learn: pip install -e '.[train]'
     python -m benchmarks.revocations evaluate --out benchmarks/results/revocations.json
-    python -m benchmarks.revocations cv       # needs scikit-learn: pip install -e '.[train]'
 
 A sentence that lifts a rule ("I'm not vegetarian anymore", "出差不用只坐高铁了") closes the
-pinned rules it names (INVALIDATE), and is itself no rule. memos finds such sentences with a
-phrase list (``memos.extract._REVOKE``). ``evaluate`` measures it per language and split on
+pinned rules it names (INVALIDATE), and is itself no rule. ``train`` fits
+:class:`memos.text.revocations.RevocationClassifier` on the *train* splits of
 ``tests/data/rules/revocations.tsv`` (sentences that lift a rule, and hard negatives: rules
-set with "anymore" / "不再", other people, cancelled bookings, questions), counts the rules
-of the rule corpus (``corpus.tsv``) and of that file it takes for revocations, and how many
-of those are lost (said by a user with no rules yet, they end as no pinned rule though the
-classifier judges them rules: a revocation that lifts no rule sets the rule it states), and
-the benchmark-drawn sentences (none of which lifts a rule) it fires on.
+set with "anymore" / "不再", other people, cancelled bookings, questions) and of the rule
+corpus (``corpus.tsv``, every sentence a negative), and picks each language's threshold by
+5-fold cross-validation there (the lowest score at which precision reaches ``PRECISION``),
+then writes ``memos/text/revocations_model.json.gz``.
 
-``cv`` measures the obvious replacement, a logistic regression over the rule classifier's
-features (:func:`memos.text.rules.features`), by 5-fold cross-validation on the train splits
-of both files: precision at recall 0.90 per language. It is not shipped (see the README,
-*Facts*).
+``evaluate`` measures the shipped weights per language and split; counts the rules of the rule
+corpus and of that file it takes for revocations, and how many of those are lost (said by a
+user with no rules yet, they end as no pinned rule though the classifier judges them rules: a
+revocation that lifts no rule sets the rule it states); the benchmark-drawn sentences (none of
+which lifts a rule) it fires on; and, on ``tests/data/rules/lifts.tsv`` (each revocation of
+the file with the rule it lifts, as a user would have set it), how often a revocation lifts
+its own rule (:meth:`memos.tiers.facts.Invalidation.lifts`), is found and lifts it, and lifts
+another rule of the same language in the file (some of those share its topic: "no meat" and
+"I'm vegetarian").
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import platform
 import time
@@ -30,14 +34,17 @@ from pathlib import Path
 from typing import Any
 
 from memos.cli_bench import write_results
-from memos.extract import _REVOKE
+from memos.text.revocations import PRECISION, REVOCATIONS_FILE, default_revocation_classifier
 from memos.text.rules import features
 from memos.text.sentences import split_sentences
+from memos.tiers.facts import Invalidation
 
-from .rules import SHARED_DATA, _commit, _rates, load_benchmark_sentences, load_corpus
+from .rules import SHARED_DATA, _commit, _rates, load_benchmark_sentences, load_corpus, train_evaluate_args
 
 ROOT = Path(__file__).resolve().parents[1]
 REVOCATIONS = ROOT / "tests" / "data" / "rules" / "revocations.tsv"
+LIFTS = ROOT / "tests" / "data" / "rules" / "lifts.tsv"
+C = 8.0  # as for the rule classifier
 
 
 def load_revocations(path: Path = REVOCATIONS) -> list[dict[str, str]]:
@@ -46,9 +53,16 @@ def load_revocations(path: Path = REVOCATIONS) -> list[dict[str, str]]:
         return list(csv.DictReader(fh, delimiter="\t"))
 
 
+def load_lifts(path: Path = LIFTS) -> list[dict[str, str]]:
+    """The pairs: a revocation's id in ``revocations.tsv`` and the rule it lifts."""
+    with path.open(encoding="utf-8") as fh:
+        return list(csv.DictReader(fh, delimiter="\t"))
+
+
 def _revokes(text: str) -> bool:
-    """Whether memos takes a message for a revocation: any of its sentences matches."""
-    return any(_REVOKE.search(s) for s in split_sentences(text))
+    """Whether memos takes a message for a revocation: any of its sentences is one."""
+    clf = default_revocation_classifier()
+    return any(clf.revokes(s) for s in split_sentences(text))
 
 
 def _kept(text: str) -> bool:
@@ -103,6 +117,18 @@ def evaluate(judge: Callable[[str], bool] = _revokes, *, data: Path = SHARED_DAT
         out[f"rules_in_revocation_words/{lang}"] = {
             "rules": sum(r["lang"] == lang and r["category"] == "rule" for r in own), "rules_taken": len(taken),
             "rules_taken_lost": sum(not _kept(t) for t in taken)}
+    by_id = {r["id"]: r for r in own}
+    pairs = load_lifts()
+    for split in ("train", "test"):
+        for lang in ("en", "zh"):
+            ps = [(by_id[p["revocation"]]["text"], p["rule"]) for p in pairs
+                  if by_id[p["revocation"]]["split"] == split and by_id[p["revocation"]]["lang"] == lang]
+            own_lifted = [Invalidation(text).lifts(rule) for text, rule in ps]
+            out[f"lifts/{split}/{lang}"] = {
+                "pairs": len(ps), "lifts_its_rule": sum(own_lifted),
+                "found_and_lifts_its_rule": sum(ok and judge(text) for ok, (text, _) in zip(own_lifted, ps, strict=True)),
+                "other_rules": len(ps) * (len(ps) - 1),
+                "lifts_another_rule": sum(Invalidation(a).lifts(rule) for a, _ in ps for b, rule in ps if a != b)}
     bench = load_benchmark_sentences(data)
     for src in ("prefeval", "locomo", "memdaily"):
         texts = [r["text"] for r in bench if r["source"] == src]
@@ -112,10 +138,11 @@ def evaluate(judge: Callable[[str], bool] = _revokes, *, data: Path = SHARED_DAT
             "benchmark_data": "present" if bench else f"absent ({data} not found)"}
 
 
-def cross_validate(recall: float = 0.90) -> dict[str, Any]:
-    """Precision at ``recall`` per language of a logistic regression over the rule features,
-    5-fold cross-validated on the train splits of both files (every rule corpus sentence a
-    negative)."""
+def train(out: Path = REVOCATIONS_FILE, *, progress: Callable[[str], None] = print) -> dict[str, Any]:
+    """Fit the weights on the train splits and write them (needs scikit-learn)."""
+    import gzip
+    import json
+
     import numpy as np
     from sklearn.feature_extraction import DictVectorizer
     from sklearn.linear_model import LogisticRegression
@@ -123,35 +150,50 @@ def cross_validate(recall: float = 0.90) -> dict[str, Any]:
 
     rows = [r for r in load_revocations() if r["split"] == "train"]
     rows += [{**r, "label": "none"} for r in load_corpus() if r["split"] == "train"]
-    x = DictVectorizer().fit_transform([features(r["text"]) for r in rows])
+    vec = DictVectorizer()
+    x = vec.fit_transform([features(r["text"]) for r in rows])
     y = np.array([r["label"] == "revoke" for r in rows], dtype=int)
     lang = np.array([r["lang"] for r in rows])
     folds = list(StratifiedKFold(5, shuffle=True, random_state=0).split(x, [f"{a}{b}" for a, b in zip(lang, y, strict=True)]))
-    cv = cross_val_predict(LogisticRegression(C=8.0, max_iter=5000, class_weight="balanced"), x, y, cv=folds,
-                           method="predict_proba")[:, 1]
-    out: dict[str, Any] = {"n": len(rows), "revocations": int(y.sum())}
+    model = LogisticRegression(C=C, max_iter=5000, class_weight="balanced")
+    progress(f"cross-validating on {len(rows)} train sentences ({int(y.sum())} revocations)")
+    cv = cross_val_predict(model, x, y, cv=folds, method="predict_proba")[:, 1]
+    thresholds: dict[str, float] = {}
+    cv_rates: dict[str, dict[str, float]] = {}
     for language in ("en", "zh"):
         s, gold = cv[lang == language], y[lang == language] == 1
-        t = float(np.quantile(s[gold], 1.0 - recall))
-        out[language] = {"recall": round(float((s[gold] >= t).mean()), 3), "precision": round(float(gold[s >= t].mean()), 3)}
-    return out
+        # precision first: a false revocation closes the rules it shares words with
+        t = min(t for t in np.arange(0.30, 0.991, 0.01) if (s >= t).any() and gold[s >= t].mean() >= PRECISION)
+        thresholds[language] = round(float(t), 2)
+        pred = s >= thresholds[language]
+        cv_rates[language] = {"recall": round(float(pred[gold].mean()), 3), "precision": round(float(gold[pred].mean()), 3)}
+    model.fit(x, y)
+    names = vec.get_feature_names_out()
+    doc = {
+        "about": "memos revocation classifier: logistic regression over memos.text.rules.features; fitted by "
+                 "benchmarks/revocations.py on the train splits of tests/data/rules/revocations.tsv and corpus.tsv",
+        "C": C, "thresholds": thresholds, "cv_on_train": cv_rates,
+        "bias": round(float(model.intercept_[0]), 4),
+        "weights": {str(n): round(float(w), 4) for n, w in zip(names, model.coef_[0], strict=False) if abs(w) >= 1e-3},
+    }
+    data = (json.dumps(doc, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n").encode("utf-8")
+    out.write_bytes(gzip.compress(data, 9, mtime=0))  # mtime 0: the same weights, the same bytes
+    progress(f"wrote {out} ({len(doc['weights'])} weights, thresholds {thresholds}, cross-validated {cv_rates})")
+    return doc
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.revocations", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    ev = sub.add_parser("evaluate", help="precision and recall of the phrase list memos uses")
-    ev.add_argument("--data", default=str(SHARED_DATA), help="the benchmark data folder (default ../shared/data)")
-    ev.add_argument("--out", default=None, help="write the results as JSON here (default: a new file in ./memos-bench/)")
-    sub.add_parser("cv", help="cross-validated precision at recall 0.90 of a logistic regression (needs scikit-learn)")
-    args = parser.parse_args(argv)
-    if args.command == "cv":
-        print(cross_validate())
+    args = train_evaluate_args("python -m benchmarks.revocations", __doc__.split("\n\n")[0],
+                               "precision and recall of the shipped weights, and which rules revocations lift", argv)
+    if args.command == "train":
+        train()
         return 0
     start = time.perf_counter()
     report = evaluate(data=Path(args.data))
     doc = {"benchmark": "revocations", "recorded_at": _commit(), "machine": platform.machine(),
-           "params": {"corpus": str(REVOCATIONS.relative_to(ROOT)), "seconds": round(time.perf_counter() - start, 1)},
+           "params": {"corpus": str(REVOCATIONS.relative_to(ROOT)), "lifts": str(LIFTS.relative_to(ROOT)),
+                      "thresholds": default_revocation_classifier().thresholds,
+                      "seconds": round(time.perf_counter() - start, 1)},
            **report}
     for key, r in report["results"].items():
         print(f"{key:20} " + "  ".join(f"{k} {v}" for k, v in r.items()))

@@ -6,7 +6,8 @@
   preferences, English and Chinese, pinned; see :mod:`memos.text.rules`), tastes ("I love",
   "我喜欢": kept, shown when relevant), addresses (one current value: a new one supersedes
   the old), "my X is Y" / "我的X是Y" statements the attribute classifier keeps (see
-  :mod:`memos.text.attributes`), identifiers, and revocations ("I no longer …", "不再 …");
+  :mod:`memos.text.attributes`), identifiers, and revocations ("I'm not vegetarian anymore",
+  "出差不用只坐高铁了", as the revocation classifier judges them: :mod:`memos.text.revocations`);
 - assistant messages: decisions ("booked", "confirmed", "decided", …) and identifiers;
 - tool chains: the task state (the last call of each tool and its result), failed
   attempts (error results), and identifiers found in the results (JSON fields included).
@@ -26,6 +27,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 from .messages import Message
 from .patterns import DECISION, FAILURE, IDENTIFIER, find_identifiers
 from .text.attributes import AttributeClassifier, default_attribute_classifier
+from .text.revocations import RevocationClassifier, default_revocation_classifier
 from .text.rules import RuleDetector, default_detector
 from .text.sentences import split_sentences
 from .tiers.cold import Fact, FactCandidate, Invalidation, fact_key
@@ -50,11 +52,6 @@ _ZH_ADDRESS = re.compile(r"[\u4e00-\u9fff]{2,}(?:路|街|大道|巷)\d+号(?:[\u
 _WHOLE_PREFERENCE_CHARS = 320
 _SOFT_PREFERENCE = re.compile(
     r"\b(?:i (?:really )?(?:like|love|enjoy|hate|adore)|my favou?rite)\b|我(?:很|最|比较)?(?:喜欢|爱)",
-    re.IGNORECASE,
-)
-_REVOKE = re.compile(
-    r"\b(?:no longer|not any ?more|forget (?:that|what|about|my)|ignore (?:that|what|my)|scratch that|"
-    r"doesn'?t apply|does not apply|disregard)\b|\b(?:now|again) (?:i )?(?:eat|like|want)\b|不再|取消|算了|不用了|可以吃",
     re.IGNORECASE,
 )
 _FIRM_DECISION = re.compile(r"\b(booked|confirmed|decided|chose)\b", re.I)
@@ -104,8 +101,9 @@ def _flatten(value: Any, path: str = "") -> Iterable[tuple[str, Any]]:
 class RuleExtractor:
     """The offline :class:`FactExtractor`: the rule classifier for rules the user sets
     (``detector``, default the shipped one), the attribute classifier for "my X is Y" /
-    "我的X是Y" (``attributes``, default the shipped one), patterns for identifiers, addresses
-    and the rest."""
+    "我的X是Y" (``attributes``, default the shipped one), the revocation classifier for
+    sentences that lift a rule (``revocations``, default the shipped one), patterns for
+    identifiers, addresses and the rest."""
 
     name: str = "rules"
     pin_preferences: bool = True
@@ -114,6 +112,7 @@ class RuleExtractor:
     # "我的X是Y" too: off by default, since at 1,024 tokens on MemDaily the facts took the room
     # of the messages asked about (target recall 0.638 -> 0.569 on two files); see the README
     chinese_attributes: bool = False
+    revocations: RevocationClassifier | None = None
 
     def extract(self, messages: Sequence[Message], known: Sequence[Fact] = ()) -> Extraction:
         """Facts and revocations found in ``messages``; tool results need their call among them.
@@ -147,7 +146,7 @@ class RuleExtractor:
                 pinned = rule.kind == "constraint" or self.pin_preferences
                 found = FactCandidate(rule.kind, fact_key(rule.kind, sentence), whole or sentence, src, m.seq,
                                       confidence=min(1.0, max(0.0, rule.score)), pinned=pinned, origin=rule.by)
-            if _REVOKE.search(sentence):
+            if (self.revocations or default_revocation_classifier()).revokes(sentence):
                 # a sentence lifting a rule is not a rule to pin; one that names no current
                 # rule may set one (the cold tier decides: it knows the rules)
                 invs.append(Invalidation(sentence, src, m.seq, otherwise=found))

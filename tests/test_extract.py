@@ -97,9 +97,12 @@ def test_a_fact_value_ends_where_another_clause_begins(text, value):
     assert c.value == value
 
 
-def test_revocations_are_proposed():
-    found = extract(user("I no longer avoid spicy food."), user("我不再吃素了。"))
-    assert [i.text for i in found.invalidations] == ["I no longer avoid spicy food.", "我不再吃素了。"]
+def test_revocations_are_proposed_and_a_rule_in_revocation_words_is_not_one():
+    # none of these sentences is in the revocation or rule corpus
+    found = extract(user("You can put me in aisle seats again."), user("我现在可以吃辣了。"), user("I no longer eat fish."),
+                    user("My flight got cancelled."), user("航班被取消了。"))
+    assert [i.text for i in found.invalidations] == ["You can put me in aisle seats again.", "我现在可以吃辣了。"]
+    assert "I no longer eat fish." in [c.value for c in found.candidates if c.pinned]
 
 
 def test_tool_chain_gives_task_state_failures_and_json_identifiers():

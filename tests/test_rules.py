@@ -221,9 +221,9 @@ def test_minilm_is_used_when_asked_and_pins_what_it_judges(monkeypatch, make_mem
     assert pinned == ["Skip red-eye flights entirely."]
 
 
-def test_the_revocation_set_is_its_own_and_its_recorded_results_are_those_of_the_code():
+def test_the_revocation_sets_are_their_own_and_their_recorded_results_are_those_of_the_code():
     from benchmarks.revocations import evaluate as evaluate_revocations
-    from benchmarks.revocations import load_revocations
+    from benchmarks.revocations import load_lifts, load_revocations
 
     rows = load_revocations()
     assert len({r["id"] for r in rows}) == len({r["text"] for r in rows}) == len(rows)
@@ -231,7 +231,12 @@ def test_the_revocation_set_is_its_own_and_its_recorded_results_are_those_of_the
     for lang in ("en", "zh"):
         for split in ("train", "test"):
             assert {r["label"] for r in rows if r["lang"] == lang and r["split"] == split} == {"revoke", "none"}
+    lifts = load_lifts()  # each revocation of the file with the rule it lifts, once
+    by_id = {r["id"]: r for r in rows}
+    assert len({p["revocation"] for p in lifts}) == len(lifts)
+    assert all(by_id[p["revocation"]]["label"] == "revoke" and p["rule"].strip() for p in lifts)
     recorded = json.loads((RESULTS.parent / "revocations.json").read_text())["results"]
     now = evaluate_revocations(data=Path("/nonexistent"))["results"]
-    for name in ("train/en", "train/zh", "test/en", "test/zh", "rule_corpus/en", "rule_corpus/zh"):
+    for name in ("train/en", "train/zh", "test/en", "test/zh", "rule_corpus/en", "rule_corpus/zh",
+                 "lifts/test/en", "lifts/test/zh"):
         assert recorded[name] == now[name], name

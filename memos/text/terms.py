@@ -24,14 +24,17 @@ STOP_WORDS = frozenset({
 
 
 @functools.lru_cache(maxsize=8192)
-def content_terms(text: str) -> frozenset[str]:
+def content_terms(text: str, *, parts: bool = False) -> frozenset[str]:
     """Lower-cased words of three or more characters that are not stop words, and the
-    character bigrams of Chinese runs."""
+    character bigrams of Chinese runs. With ``parts``, a hyphenated word's parts count as
+    words too ("the no-pork rule" has pork)."""
     out: set[str] = set()
     for w in _WORD.findall(text.lower()):
         w = w.strip(".-")
         if any("\u4e00" <= ch <= "\u9fff" for ch in w):
             out.update(w[i : i + 2] for i in range(max(1, len(w) - 1)))
-        elif len(w) >= 3 and w not in STOP_WORDS:
-            out.add(w)
+            continue
+        for part in (w, *w.split("-")) if parts and "-" in w else (w,):
+            if len(part) >= 3 and part not in STOP_WORDS:
+                out.add(part)
     return frozenset(out)

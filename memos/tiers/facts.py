@@ -155,8 +155,9 @@ class Invalidation:
 
     def lifts(self, value: str) -> bool:
         """Whether this statement names the rule ``value``: they share two content words (or
-        Chinese character pairs), or half of the rule's."""
-        words, rule = content_terms(self.text), content_terms(value)
+        Chinese character pairs), or half of the rule's; a hyphenated word's parts count
+        ("Scrap the window-seat rule." names "Always get me a window seat.")."""
+        words, rule = content_terms(self.text, parts=True), content_terms(value, parts=True)
         shared = words & rule
         return bool(rule) and (len(shared) >= 2 or len(shared) / len(rule) >= 0.5)
 

@@ -1,0 +1,76 @@
+"""Revocations: which sentences lift a rule the user set earlier.
+
+"I'm not vegetarian anymore", "You can book red-eye flights again", "出差不用只坐高铁了" lift a
+rule; "I no longer eat meat" and "不再订早班机" set one in the same words, and "the airline
+cancelled my flight" lifts nothing. As for rules (:mod:`memos.text.rules`), telling them apart
+is done by a measured classifier, not a phrase list: a logistic regression over the rule
+classifier's features (:func:`memos.text.rules.features`: character and word n-grams and
+closed-class cues). Its weights ship with the package (``revocations_model.json.gz``); they
+were fitted by ``benchmarks/revocations.py`` on the *train* splits of
+``tests/data/rules/revocations.tsv`` (revocations and hard negatives, English and Chinese)
+and of the rule corpus (every sentence of it a negative), and each language's threshold is
+the lowest score at which the cross-validated precision on that split reaches
+``PRECISION`` (a false revocation closes a rule it shares words with). Precision and recall
+on the held-back *test* split are recorded in ``benchmarks/results/revocations.json``.
+
+Which rule a revocation lifts is decided by the cold tier, which knows the current rules
+(:meth:`memos.tiers.facts.Invalidation.lifts`).
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from .rules import _CJK, features, has_words
+
+__all__ = ["PRECISION", "REVOCATIONS_FILE", "RevocationClassifier", "default_revocation_classifier"]
+
+REVOCATIONS_FILE = Path(__file__).with_name("revocations_model.json.gz")
+PRECISION = 0.80  # the cross-validated precision each language's threshold is chosen for
+
+
+class RevocationClassifier:
+    """The shipped linear model: ``score`` is the probability that a sentence lifts a rule
+    set earlier. Its thresholds, one per language (Chinese for a sentence with Han
+    characters, English otherwise), were chosen at training time; ``threshold`` replaces
+    both."""
+
+    def __init__(self, model: dict[str, Any] | None = None, *, threshold: float | None = None) -> None:
+        data = model if model is not None else json.loads(gzip.decompress(REVOCATIONS_FILE.read_bytes()).decode("utf-8"))
+        self.bias = float(data["bias"])
+        self.weights: dict[str, float] = {str(k): float(v) for k, v in data["weights"].items()}
+        self.thresholds = {str(k): float(v) if threshold is None else float(threshold)
+                           for k, v in data["thresholds"].items()}
+        for t in self.thresholds.values():
+            if not 0.0 < t < 1.0:
+                raise ValueError(f"threshold must be in (0, 1), got {t}")
+        self._scores = functools.lru_cache(maxsize=16384)(self._score)
+
+    def _score(self, sentence: str) -> float:
+        if not has_words(sentence):
+            return 0.0
+        z = self.bias + sum(self.weights.get(f, 0.0) * v for f, v in features(sentence).items())
+        return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
+
+    def score(self, sentence: str) -> float:
+        """Probability that ``sentence`` lifts a rule set earlier."""
+        return self._scores(sentence)
+
+    def threshold_for(self, sentence: str) -> float:
+        """The score from which ``sentence`` counts as a revocation: its language's threshold."""
+        return self.thresholds["zh" if _CJK.search(sentence) else "en"]
+
+    def revokes(self, sentence: str) -> bool:
+        """Whether ``sentence`` (one sentence) lifts a rule set earlier."""
+        return self.score(sentence) >= self.threshold_for(sentence)
+
+
+@functools.lru_cache(maxsize=1)
+def default_revocation_classifier() -> RevocationClassifier:
+    """The shipped classifier, loaded once per process."""
+    return RevocationClassifier()
