@@ -86,6 +86,19 @@ def test_user_revocation_invalidates_the_matching_preference(make_memory):
     assert "spicy" not in pinned and "window seats" in pinned
 
 
+def test_a_revocation_lifts_the_rule_it_names_and_no_other(make_memory):
+    mem = make_memory(budget=4000)
+    for rule in ("我不吃辣。", "机票一律订经济舱。", "Always get me a window seat.", "Never book me on red-eye flights."):
+        mem.add(user(rule))
+    assert len([f for f in mem.facts() if f.pinned]) == 4
+    mem.add(user("我现在可以吃辣了。"))  # one character pair of "我不吃辣" is shared, none of the other rules'
+    mem.add(user("Forget my window-seat rule."))  # "window" and "seat", as parts of the hyphenated word
+    pinned = {f.value for f in mem.facts() if f.pinned}
+    assert pinned == {"机票一律订经济舱。", "Never book me on red-eye flights."}
+    closed = {f.value for f in mem.facts(include_history=True) if f.status == "invalidated"}
+    assert closed == {"我不吃辣。", "Always get me a window seat."}
+
+
 def test_a_rule_worded_like_a_revocation_is_kept_when_it_names_no_rule(make_memory, store):
     # "取消" (cancel) and "no longer" read as revocations; with no rule of theirs to lift,
     # the sentences set rules, and the next session knows them

@@ -215,7 +215,7 @@ class ColdTier:
             select(Fact).where(Fact.namespace == self.namespace, Fact.status == "current",
                                col(Fact.kind).in_(("constraint", "preference")))
         ).all()
-        out = []
+        candidates = []
         for row in rows:
             # a rule stated after the revocation stays (in time when it is known: seq numbers
             # start over in each session)
@@ -225,11 +225,14 @@ class ColdTier:
                 continue
             if inv.otherwise is not None and row.key == inv.otherwise.key:
                 continue  # the rule said again, not lifted by itself
-            if inv.lifts(row.value):
-                row.status = "invalidated"
-                row.valid_to = now
-                s.add(row)
-                out.append(FactChange(FactOp.INVALIDATE, row))
+            candidates.append(row)
+        out = []
+        for i in inv.lifted([row.value for row in candidates]):
+            row = candidates[i]
+            row.status = "invalidated"
+            row.valid_to = now
+            s.add(row)
+            out.append(FactChange(FactOp.INVALIDATE, row))
         return out
 
     def invalidate(self, fact_id: int) -> Fact:

@@ -161,6 +161,23 @@ class Invalidation:
         shared = words & rule
         return bool(rule) and (len(shared) >= 2 or len(shared) / len(rule) >= 0.5)
 
+    def lifted(self, values: Sequence[str]) -> list[int]:
+        """The indices of the rules among ``values`` this statement lifts: those it names
+        (:meth:`lifts`); when it names none and states no rule of its own (``otherwise``),
+        the one rule that shares the largest part of its words with it, if any and if no
+        other shares as large a part ("我现在可以吃辣了。" and "我不吃辣。" share one
+        character pair of three, and no other rule shares one)."""
+        named = [i for i, v in enumerate(values) if self.lifts(v)]
+        if named or self.otherwise is not None:
+            return named
+        words = content_terms(self.text, parts=True)
+        parts = []
+        for v in values:
+            rule = content_terms(v, parts=True)
+            parts.append(len(words & rule) / len(rule) if rule else 0.0)
+        best = max(parts, default=0.0)
+        return [parts.index(best)] if best > 0 and parts.count(best) == 1 else []
+
 
 @dataclass(frozen=True)
 class FactChange:
