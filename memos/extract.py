@@ -139,6 +139,7 @@ class RuleExtractor:
         # A short message that states a rule is kept whole: the reason given with it matters.
         whole = " ".join(text.split()) if len(sentences) <= 3 and len(text) <= _WHOLE_PREFERENCE_CHARS else None
         judged = (self.detector or default_detector()).judge(sentences) if m.role == "user" and sentences else []
+        revocations = self.revocations or default_revocation_classifier()
         for i, sentence in enumerate(sentences):
             rule = judged[i] if i < len(judged) and judged[i].is_rule else None
             found = None
@@ -146,10 +147,12 @@ class RuleExtractor:
                 pinned = rule.kind == "constraint" or self.pin_preferences
                 found = FactCandidate(rule.kind, fact_key(rule.kind, sentence), whole or sentence, src, m.seq,
                                       confidence=min(1.0, max(0.0, rule.score)), pinned=pinned, origin=rule.by)
-            if (self.revocations or default_revocation_classifier()).revokes(sentence):
+            if revocations.revokes(sentence):
                 # a sentence lifting a rule is not a rule to pin; one that names no current
-                # rule may set one (the cold tier decides: it knows the rules)
-                invs.append(Invalidation(sentence, src, m.seq, otherwise=found))
+                # rule, or reads more surely as a rule, may set one (the cold tier decides: it
+                # knows the rules)
+                invs.append(Invalidation(sentence, src, m.seq, otherwise=found,
+                                         confidence=round(revocations.score(sentence), 4)))
             elif found is not None:
                 cands.append(found)
             if rule is None and _SOFT_PREFERENCE.search(sentence) and not sentence.endswith(("?", "？")):

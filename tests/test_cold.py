@@ -110,8 +110,8 @@ def test_a_rule_worded_like_a_revocation_is_kept_when_it_names_no_rule(make_memo
     assert {"酒店一律要能免费取消的。", "I no longer take flights before 9 am, book later ones."} <= rules
     mem.add(user("酒店一律要能免费取消的。"))  # said again, it does not lift itself
     assert "酒店一律要能免费取消的。" in {f.value for f in mem.facts() if f.pinned}
-    # one that names a rule lifts it, and is no rule itself
-    mem.add(user("Prefer aisle seats no longer applies, any seat is fine."))
+    # one that names a rule lifts it, and is no rule itself when it reads more surely as a revocation
+    mem.add(user("The aisle seat preference no longer applies, any seat is fine."))
     values = {f.value for f in mem.facts()}
     assert "Prefer aisle seats." not in values and not any("any seat is fine" in v for v in values)
     assert "Prefer aisle seats." in {f.value for f in mem.facts(include_history=True) if f.status == "invalidated"}
@@ -119,6 +119,14 @@ def test_a_rule_worded_like_a_revocation_is_kept_when_it_names_no_rule(make_memo
     nxt = make_memory(budget=4000, session="next")
     pinned = next(m["content"] for m in nxt.context() if "[memory: pinned]" in str(m.get("content")))
     assert "免费取消" in pinned and "before 9 am" in pinned and "aisle" not in pinned
+
+
+def test_a_rule_taken_for_a_revocation_is_kept_when_it_reads_more_surely_as_a_rule(make_memory):
+    mem = make_memory(budget=4000)
+    mem.add(user("No pets in the rental."))
+    # PrefEval's wording: 0.69 as a revocation, 0.90 as a rule; it names "No pets in the rental."
+    mem.add(user("I'm not comfortable with pets that can jump on furniture."))
+    assert "I'm not comfortable with pets that can jump on furniture." in {f.value for f in mem.facts() if f.pinned}
 
 
 def test_invalidate_and_forget_by_id(make_memory):

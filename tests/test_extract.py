@@ -97,12 +97,16 @@ def test_a_fact_value_ends_where_another_clause_begins(text, value):
     assert c.value == value
 
 
-def test_revocations_are_proposed_and_a_rule_in_revocation_words_is_not_one():
+def test_revocations_are_proposed_and_a_rule_in_revocation_words_is_kept():
     # none of these sentences is in the revocation or rule corpus
     found = extract(user("You can put me in aisle seats again."), user("我现在可以吃辣了。"), user("I no longer eat fish."),
                     user("My flight got cancelled."), user("航班被取消了。"))
-    assert [i.text for i in found.invalidations] == ["You can put me in aisle seats again.", "我现在可以吃辣了。"]
-    assert "I no longer eat fish." in [c.value for c in found.candidates if c.pinned]
+    revoked = {i.text for i in found.invalidations}
+    assert {"You can put me in aisle seats again.", "我现在可以吃辣了。"} <= revoked
+    assert not revoked & {"My flight got cancelled.", "航班被取消了。"}
+    # a rule is proposed, or carried by its revocation for the cold tier to add if it lifts nothing
+    kept = {c.value for c in found.candidates if c.pinned} | {i.otherwise.value for i in found.invalidations if i.otherwise}
+    assert "I no longer eat fish." in kept
 
 
 def test_tool_chain_gives_task_state_failures_and_json_identifiers():
@@ -138,8 +142,10 @@ def test_identifier_safety_net_adds_only_what_is_missing():
 ])
 def test_more_ways_of_stating_a_preference_are_pinned_whole(text):
     found = extract(user(text))
-    # a refusal ("I refuse to watch ...") is as much a constraint as a preference: either kind is a rule
+    # a refusal ("I refuse to watch ...") is as much a constraint as a preference: either kind is a
+    # rule; one worded like a revocation is carried by it, for the cold tier to add
     rules = [c for c in found.candidates if c.kind in ("preference", "constraint")]
+    rules += [i.otherwise for i in found.invalidations if i.otherwise and i.otherwise.confidence > i.confidence]
     assert rules and all(c.pinned for c in rules)
     assert rules[0].value == text  # a short message is kept whole, with the reason that came with it
 

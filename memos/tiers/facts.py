@@ -149,9 +149,11 @@ class Invalidation:
     # the exact fact to revoke, when the extractor knows it (an LLM given the fact ids)
     fact_id: int | None = None
     source_time: float = 0.0  # Unix time of the revoking message (0: unknown)
-    # the rule the statement sets if it lifts none: a sentence can read as both
+    # the rule the statement sets if it lifts none, or if it reads more surely as that rule
+    # (its confidence) than as a revocation (this one's): a sentence can read as both
     # ("酒店一律要能免费取消的。", "hotels must all allow free cancellation")
     otherwise: FactCandidate | None = None
+    confidence: float = 1.0  # how surely the statement lifts a rule (the revocation classifier's score)
 
     def lifts(self, value: str) -> bool:
         """Whether this statement names the rule ``value``: they share two content words (or
@@ -163,12 +165,12 @@ class Invalidation:
 
     def lifted(self, values: Sequence[str]) -> list[int]:
         """The indices of the rules among ``values`` this statement lifts: those it names
-        (:meth:`lifts`); when it names none and states no rule of its own (``otherwise``),
-        the one rule that shares the largest part of its words with it, if any and if no
-        other shares as large a part ("我现在可以吃辣了。" and "我不吃辣。" share one
-        character pair of three, and no other rule shares one)."""
+        (:meth:`lifts`); when it names none and does not read more surely as a rule of its
+        own (``otherwise``), the one rule that shares the largest part of its words with it,
+        if any and if no other shares as large a part ("我现在可以吃辣了。" and "我不吃辣。"
+        share one character pair of three, and no other rule shares one)."""
         named = [i for i, v in enumerate(values) if self.lifts(v)]
-        if named or self.otherwise is not None:
+        if named or (self.otherwise is not None and self.otherwise.confidence > self.confidence):
             return named
         words = content_terms(self.text, parts=True)
         parts = []
