@@ -14,7 +14,7 @@ the lowest score at which the cross-validated precision on that split reaches
 on the held-back *test* split are recorded in ``benchmarks/results/revocations.json``.
 
 Which rule a revocation lifts is decided by the cold tier, which knows the current rules
-(:meth:`memos.tiers.facts.Invalidation.lifts`).
+(:meth:`memos.tiers.facts.Invalidation.lifted`).
 """
 
 from __future__ import annotations
