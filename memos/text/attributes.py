@@ -15,14 +15,12 @@ weights ship with the package (``attributes_model.json.gz``); they were fitted b
 from __future__ import annotations
 
 import functools
-import gzip
-import json
-import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .linear import LinearModel
 from .rules import features
 from .sentences import ABBREVIATION
 
@@ -95,7 +93,7 @@ def attribute_features(key: str, value: str) -> dict[str, float]:
     return out
 
 
-class AttributeClassifier:
+class AttributeClassifier(LinearModel):
     """The shipped linear model: ``score`` is the probability that a (key, value) pair is an
     attribute of the user (or of someone of theirs) worth a keyed fact. Its thresholds, one
     per language, are the scores from which a pair counts as one, chosen at training time
@@ -103,14 +101,7 @@ class AttributeClassifier:
     ``threshold`` replaces both."""
 
     def __init__(self, model: dict[str, Any] | None = None, *, threshold: float | None = None) -> None:
-        data = model if model is not None else json.loads(gzip.decompress(ATTRIBUTES_FILE.read_bytes()).decode("utf-8"))
-        self.bias = float(data["bias"])
-        self.weights: dict[str, float] = {str(k): float(v) for k, v in data["weights"].items()}
-        self.thresholds = {str(k): float(v) if threshold is None else float(threshold)
-                           for k, v in data["thresholds"].items()}
-        for t in self.thresholds.values():
-            if not 0.0 < t < 1.0:
-                raise ValueError(f"threshold must be in (0, 1), got {t}")
+        super().__init__(ATTRIBUTES_FILE, model, threshold=threshold)
 
     def threshold_for(self, key: str) -> float:
         """The threshold for a pair with this key (Chinese or English)."""
@@ -118,8 +109,7 @@ class AttributeClassifier:
 
     def score(self, key: str, value: str) -> float:
         """Probability that ``value`` is the user's attribute ``key``."""
-        z = self.bias + sum(self.weights.get(f, 0.0) * v for f, v in attribute_features(key, value).items())
-        return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
+        return self.probability(attribute_features(key, value))
 
     def attributes(self, sentence: str, *, chinese: bool = True) -> list[Attribute]:
         """The attributes ``sentence`` states: pairs in the frame (Chinese ones only with

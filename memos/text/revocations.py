@@ -20,12 +20,10 @@ Which rule a revocation lifts is decided by the cold tier, which knows the curre
 from __future__ import annotations
 
 import functools
-import gzip
-import json
-import math
 from pathlib import Path
 from typing import Any
 
+from .linear import LinearModel
 from .rules import _CJK, features, has_words
 
 __all__ = ["PRECISION", "REVOCATIONS_FILE", "RevocationClassifier", "default_revocation_classifier"]
@@ -34,28 +32,20 @@ REVOCATIONS_FILE = Path(__file__).with_name("revocations_model.json.gz")
 PRECISION = 0.80  # the cross-validated precision each language's threshold is chosen for
 
 
-class RevocationClassifier:
+class RevocationClassifier(LinearModel):
     """The shipped linear model: ``score`` is the probability that a sentence lifts a rule
     set earlier. Its thresholds, one per language (Chinese for a sentence with Han
     characters, English otherwise), were chosen at training time; ``threshold`` replaces
     both."""
 
     def __init__(self, model: dict[str, Any] | None = None, *, threshold: float | None = None) -> None:
-        data = model if model is not None else json.loads(gzip.decompress(REVOCATIONS_FILE.read_bytes()).decode("utf-8"))
-        self.bias = float(data["bias"])
-        self.weights: dict[str, float] = {str(k): float(v) for k, v in data["weights"].items()}
-        self.thresholds = {str(k): float(v) if threshold is None else float(threshold)
-                           for k, v in data["thresholds"].items()}
-        for t in self.thresholds.values():
-            if not 0.0 < t < 1.0:
-                raise ValueError(f"threshold must be in (0, 1), got {t}")
+        super().__init__(REVOCATIONS_FILE, model, threshold=threshold)
         self._scores = functools.lru_cache(maxsize=16384)(self._score)
 
     def _score(self, sentence: str) -> float:
         if not has_words(sentence):
             return 0.0
-        z = self.bias + sum(self.weights.get(f, 0.0) * v for f, v in features(sentence).items())
-        return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
+        return self.probability(features(sentence))
 
     def score(self, sentence: str) -> float:
         """Probability that ``sentence`` lifts a rule set earlier."""
