@@ -62,8 +62,7 @@ def load_lifts(path: Path = LIFTS) -> list[dict[str, str]]:
 
 def _revokes(text: str) -> bool:
     """Whether memos takes a message for a revocation: any of its sentences is one."""
-    clf = default_revocation_classifier()
-    return any(clf.revokes(s) for s in split_sentences(text))
+    return any(default_revocation_classifier().judge(split_sentences(text)))
 
 
 def _invalidations(text: str) -> list[Invalidation]:

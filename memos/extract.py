@@ -140,6 +140,7 @@ class RuleExtractor:
         whole = " ".join(text.split()) if len(sentences) <= 3 and len(text) <= _WHOLE_PREFERENCE_CHARS else None
         judged = (self.detector or default_detector()).judge(sentences) if m.role == "user" and sentences else []
         revocations = self.revocations or default_revocation_classifier()
+        revoking = revocations.judge(sentences)
         for i, sentence in enumerate(sentences):
             rule = judged[i] if i < len(judged) and judged[i].is_rule else None
             found = None
@@ -147,7 +148,7 @@ class RuleExtractor:
                 pinned = rule.kind == "constraint" or self.pin_preferences
                 found = FactCandidate(rule.kind, fact_key(rule.kind, sentence), whole or sentence, src, m.seq,
                                       confidence=min(1.0, max(0.0, rule.score)), pinned=pinned, origin=rule.by)
-            if revocations.revokes(sentence):
+            if revoking[i]:
                 # a sentence lifting a rule is not a rule to pin; one that names no current
                 # rule, or reads more surely as a rule, may set one (the cold tier decides: it
                 # knows the rules)

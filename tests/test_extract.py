@@ -8,6 +8,7 @@ import pytest
 
 from memos.extract import ADDRESS, RuleExtractor, identifier_facts, message_source
 from memos.messages import Message
+from memos.text.revocations import default_revocation_classifier
 from memos.text.rules import RuleClassifier, default_classifier
 from tests.conftest import assistant, tool_chain, user
 
@@ -107,6 +108,15 @@ def test_revocations_are_proposed_and_a_rule_in_revocation_words_is_kept():
     # a rule is proposed, or carried by its revocation for the cold tier to add if it lifts nothing
     kept = {c.value for c in found.candidates if c.pinned} | {i.otherwise.value for i in found.invalidations if i.otherwise}
     assert "I no longer eat fish." in kept
+
+
+def test_a_sentence_of_a_long_message_needs_a_higher_score_to_lift_a_rule():
+    clf = default_revocation_classifier()
+    cheer = "You can do it, go for it again!"  # 0.85 as a revocation: above the English threshold, below 0.85
+    assert clf.judge([cheer]) == [True]
+    chat = ["Wow, congrats on the new job!", cheer, "Tell me everything when you're back."]
+    assert clf.judge(chat) == [False, False, False]
+    assert clf.judge([*chat, "Spicy is okay for me now."]) == [False, False, False, True]
 
 
 def test_tool_chain_gives_task_state_failures_and_json_identifiers():

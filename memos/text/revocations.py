@@ -20,6 +20,7 @@ Which rule a revocation lifts is decided by the cold tier, which knows the curre
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +37,17 @@ class RevocationClassifier(LinearModel):
     """The shipped linear model: ``score`` is the probability that a sentence lifts a rule
     set earlier. Its thresholds, one per language (Chinese for a sentence with Han
     characters, English otherwise), were chosen at training time; ``threshold`` replaces
-    both."""
+    both. ``judge`` is given the sentences of one message: when there are more than two, a
+    sentence must reach ``long_message_threshold`` too, as for rules (a long chatty message
+    holds many sentences that share a revocation's cue words: LoCoMo turns taken 25 -> 6 of
+    4,124, MemDaily messages 2 -> 0 of 4,036)."""
 
-    def __init__(self, model: dict[str, Any] | None = None, *, threshold: float | None = None) -> None:
+    def __init__(self, model: dict[str, Any] | None = None, *, threshold: float | None = None,
+                 long_message_threshold: float = 0.85) -> None:
         super().__init__(REVOCATIONS_FILE, model, threshold=threshold)
+        if not 0.0 < long_message_threshold < 1.0:
+            raise ValueError(f"long_message_threshold must be in (0, 1), got {long_message_threshold}")
+        self.long_message_threshold = float(long_message_threshold)
         self._scores = functools.lru_cache(maxsize=16384)(self._score)
 
     def _score(self, sentence: str) -> float:
@@ -58,6 +66,11 @@ class RevocationClassifier(LinearModel):
     def revokes(self, sentence: str) -> bool:
         """Whether ``sentence`` (one sentence) lifts a rule set earlier."""
         return self.score(sentence) >= self.threshold_for(sentence)
+
+    def judge(self, sentences: Sequence[str]) -> list[bool]:
+        """Whether each sentence of one message lifts a rule set earlier."""
+        floor = self.long_message_threshold if len(sentences) > 2 else 0.0
+        return [self.score(s) >= max(self.threshold_for(s), floor) for s in sentences]
 
 
 @functools.lru_cache(maxsize=1)
