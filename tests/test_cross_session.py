@@ -127,7 +127,7 @@ def test_a_later_session_corrects_and_lifts_what_a_longer_earlier_one_set(store)
     first.close()
     second = Memory("s2", user="ana", store=store, budget=2048, tools=[])
     second.add(user("My address is 42 Rua do Ouro, Lisbon."))
-    second.add(user("I no longer avoid spicy food."))
+    second.add(user("Spicy food is fine for me now."))
     second.close()
     third = Memory("s3", user="ana", store=store, budget=2048, tools=[])
     current = {f.value for f in third.facts()}
