@@ -9,8 +9,8 @@ closed-class cues). Its weights ship with the package (``revocations_model.json.
 were fitted by ``benchmarks/revocations.py`` on the *train* splits of
 ``tests/data/rules/revocations.tsv`` (revocations and hard negatives, English and Chinese)
 and of the rule corpus (every sentence of it a negative), and each language's threshold is
-the lowest score at which the cross-validated precision on that split reaches
-``PRECISION`` (a false revocation closes a rule it shares words with). Precision and recall
+the lowest score at which the cross-validated precision on that split reaches 0.80
+(a false revocation closes a rule it shares words with). Precision and recall
 on the held-back *test* split are recorded in ``benchmarks/results/revocations.json``.
 
 Which rule a revocation lifts is decided by the cold tier, which knows the current rules
@@ -27,10 +27,9 @@ from typing import Any
 from .linear import LinearModel
 from .rules import _CJK, features, has_words
 
-__all__ = ["PRECISION", "REVOCATIONS_FILE", "RevocationClassifier", "default_revocation_classifier"]
+__all__ = ["REVOCATIONS_FILE", "RevocationClassifier", "default_revocation_classifier"]
 
 REVOCATIONS_FILE = Path(__file__).with_name("revocations_model.json.gz")
-PRECISION = 0.80  # the cross-validated precision each language's threshold is chosen for
 
 
 class RevocationClassifier(LinearModel):
@@ -62,10 +61,6 @@ class RevocationClassifier(LinearModel):
     def threshold_for(self, sentence: str) -> float:
         """The score from which ``sentence`` counts as a revocation: its language's threshold."""
         return self.thresholds["zh" if _CJK.search(sentence) else "en"]
-
-    def revokes(self, sentence: str) -> bool:
-        """Whether ``sentence`` (one sentence) lifts a rule set earlier."""
-        return self.score(sentence) >= self.threshold_for(sentence)
 
     def judge(self, sentences: Sequence[str]) -> list[bool]:
         """Whether each sentence of one message lifts a rule set earlier."""
