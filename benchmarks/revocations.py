@@ -108,13 +108,13 @@ def evaluate(judge: Callable[[str], bool] = _revokes, *, data: Path = SHARED_DAT
     corpus = load_corpus()
     out: dict[str, Any] = {}
     misses: list[dict[str, str]] = []
-    for split in ("train", "test"):
+    for split in ("train", "test", "holdout"):
         for lang in ("en", "zh"):
             rows = [r for r in own if r["split"] == split and r["lang"] == lang]
             pred = [judge(r["text"]) for r in rows]
             gold = [r["label"] == "revoke" for r in rows]
             out[f"{split}/{lang}"] = _rates(gold, pred)
-            if split == "test":
+            if split != "train":
                 misses += [{"id": r["id"], "label": r["label"], "text": r["text"]}
                            for r, g, p in zip(rows, gold, pred, strict=True) if g != p]
     for lang in ("en", "zh"):
@@ -131,7 +131,7 @@ def evaluate(judge: Callable[[str], bool] = _revokes, *, data: Path = SHARED_DAT
             "rules_taken_lost": sum(not _kept(t) for t in taken)}
     by_id = {r["id"]: r for r in own}
     pairs = load_lifts()
-    for split in ("train", "test"):
+    for split in ("train", "test", "holdout"):
         for lang in ("en", "zh"):
             ps = [(by_id[p["revocation"]]["text"], p["rule"]) for p in pairs
                   if by_id[p["revocation"]]["split"] == split and by_id[p["revocation"]]["lang"] == lang]

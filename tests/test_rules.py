@@ -229,7 +229,7 @@ def test_the_revocation_sets_are_their_own_and_their_recorded_results_are_those_
     assert len({r["id"] for r in rows}) == len({r["text"] for r in rows}) == len(rows)
     assert not {r["text"] for r in rows} & {r["text"] for r in load_corpus()}  # no sentence in both files
     for lang in ("en", "zh"):
-        for split in ("train", "test"):
+        for split in ("train", "test", "holdout"):
             assert {r["label"] for r in rows if r["lang"] == lang and r["split"] == split} == {"revoke", "none"}
     lifts = load_lifts()  # each revocation of the file with the rule it lifts, once
     by_id = {r["id"]: r for r in rows}
@@ -237,6 +237,6 @@ def test_the_revocation_sets_are_their_own_and_their_recorded_results_are_those_
     assert all(by_id[p["revocation"]]["label"] == "revoke" and p["rule"].strip() for p in lifts)
     recorded = json.loads((RESULTS.parent / "revocations.json").read_text())["results"]
     now = evaluate_revocations(data=Path("/nonexistent"))["results"]
-    for name in ("train/en", "train/zh", "test/en", "test/zh", "rule_corpus/en", "rule_corpus/zh",
-                 "lifts/test/en", "lifts/test/zh"):
+    for name in ("train/en", "train/zh", "test/en", "test/zh", "holdout/en", "holdout/zh", "rule_corpus/en",
+                 "rule_corpus/zh", "lifts/test/en", "lifts/test/zh", "lifts/holdout/en", "lifts/holdout/zh"):
         assert recorded[name] == now[name], name
