@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .linear import LinearModel
-from .rules import features
+from .rules import _CJK, features
 from .sentences import ABBREVIATION
 
 __all__ = ["ATTRIBUTES_FILE", "Attribute", "AttributeClassifier", "attribute_features", "default_attribute_classifier",
@@ -43,7 +43,6 @@ _NEXT_CLAUSE = re.compile(r"(?:,\s*(?:and|but|so|or|because|since|though|althoug
                           r"\s+(?:and|but)\s+(?:my|i|i'm|we|it's)\b).*",
                           re.IGNORECASE | re.DOTALL)
 _DIGIT = re.compile(r"\d")
-_HAN = re.compile(r"[\u4e00-\u9fff]")
 _CAPITAL = re.compile(r"(?:^|\s)[A-Z][a-z]")
 _LATIN = re.compile(r"[A-Za-z]")
 
@@ -85,7 +84,7 @@ def attribute_features(key: str, value: str) -> dict[str, float]:
         "s:digit": bool(_DIGIT.search(value)),
         "s:capital": bool(_CAPITAL.search(value)),
         "s:quote": any(q in value for q in "\"“”「」《》"),
-        "s:latin_in_cjk": bool(_LATIN.search(value)) and not _LATIN.match(value[:1] or " ") and bool(_HAN.match(key)),
+        "s:latin_in_cjk": bool(_LATIN.search(value)) and not _LATIN.match(value[:1] or " ") and bool(_CJK.match(key)),
         "s:short": len(words) <= 3 and len(value) <= 24,
         "s:long": len(words) > 8 or len(value) > 30,
     }
@@ -105,7 +104,7 @@ class AttributeClassifier(LinearModel):
 
     def threshold_for(self, key: str) -> float:
         """The threshold for a pair with this key (Chinese or English)."""
-        return self.thresholds["zh" if _HAN.search(key) else "en"]
+        return self.thresholds["zh" if _CJK.search(key) else "en"]
 
     def score(self, key: str, value: str) -> float:
         """Probability that ``value`` is the user's attribute ``key``."""
