@@ -187,3 +187,15 @@ def test_benchmark_stores_are_removed_when_a_run_ends(tmp_path, monkeypatch):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("memos-")]
     assert main(["bench", "overhead", "--sizes", "60", "--turns", "10", "--out", str(tmp_path / "o.json")]) == 0
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("memos-")] == []
+
+
+def test_the_paired_bootstrap_bounds_the_lead_and_refuses_unpaired_scores():
+    from benchmarks.paired import paired_bootstrap
+
+    even = paired_bootstrap([0.5, 1.0, 0.0], [0.5, 1.0, 0.0])
+    assert even["difference"] == 0.0 and even["interval_95"] == [0.0, 0.0] and even["a_ahead"] == even["b_ahead"] == 0
+    mixed = paired_bootstrap([1.0] * 30 + [0.0] * 10, [0.0] * 20 + [1.0] * 20)
+    low, high = mixed["interval_95"]
+    assert low < mixed["difference"] == 0.25 < high and (mixed["a_ahead"], mixed["b_ahead"]) == (20, 10)
+    with pytest.raises(ValueError):
+        paired_bootstrap([1.0], [1.0, 0.0])
