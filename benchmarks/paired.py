@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from memos.bench.memdaily import load_memdaily
+from memos.bench.memdaily import load_memdaily, replay
 from memos.bench.scoring import context_text, evidence_recall
 from memos.bench.strategies import make_strategy
 from memos.cli_bench import write_results
@@ -34,9 +34,7 @@ def question_scores(name: str, start: int, *, data: Path = DATA, budget: int = 1
     for ep in load_memdaily(data, trajectories=trajectories, start=start):
         strat = make_strategy(name, counter, budget)
         try:
-            for text in ep.messages:
-                strat.add({"role": "user", "content": text})
-            scores += [evidence_recall(context_text(strat.context(q)), targets) or 0.0 for q, targets in ep.questions]
+            scores += [evidence_recall(context_text(ctx), targets) or 0.0 for ctx, _, targets in replay(strat, ep)]
         finally:
             strat.close()
     return scores

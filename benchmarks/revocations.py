@@ -13,7 +13,8 @@ corpus (``corpus.tsv``, every sentence a negative), and picks each language's th
 5-fold cross-validation there (the lowest score at which precision reaches ``PRECISION``),
 then writes ``memos/text/revocations_model.json.gz``.
 
-``evaluate`` measures the shipped weights per language and split; counts the rules of the rule
+``evaluate`` measures the shipped weights per language and split (train; test, held back;
+holdout, sentences of a kind written before its train sentences, never fitted on); counts the rules of the rule
 corpus and of that file it takes for revocations, and how many of those are lost (said by a
 user with no rules yet, they end as no pinned rule though the classifier judges them rules: a
 revocation that lifts no rule sets the rule it states); the benchmark-drawn sentences (none of
@@ -40,7 +41,7 @@ from memos.text.rules import features
 from memos.text.sentences import split_sentences
 from memos.tiers.facts import Invalidation
 
-from .rules import SHARED_DATA, _commit, _rates, load_benchmark_sentences, load_corpus, train_evaluate_args
+from .rules import SHARED_DATA, SPLITS, _commit, _rates, load_benchmark_sentences, load_corpus, train_evaluate_args
 
 ROOT = Path(__file__).resolve().parents[1]
 REVOCATIONS = ROOT / "tests" / "data" / "rules" / "revocations.tsv"
@@ -108,7 +109,7 @@ def evaluate(judge: Callable[[str], bool] = _revokes, *, data: Path = SHARED_DAT
     corpus = load_corpus()
     out: dict[str, Any] = {}
     misses: list[dict[str, str]] = []
-    for split in ("train", "test", "holdout"):
+    for split in SPLITS:
         for lang in ("en", "zh"):
             rows = [r for r in own if r["split"] == split and r["lang"] == lang]
             pred = [judge(r["text"]) for r in rows]
@@ -131,7 +132,7 @@ def evaluate(judge: Callable[[str], bool] = _revokes, *, data: Path = SHARED_DAT
             "rules_taken_lost": sum(not _kept(t) for t in taken)}
     by_id = {r["id"]: r for r in own}
     pairs = load_lifts()
-    for split in ("train", "test", "holdout"):
+    for split in SPLITS:
         for lang in ("en", "zh"):
             ps = [(by_id[p["revocation"]]["text"], p["rule"]) for p in pairs
                   if by_id[p["revocation"]]["split"] == split and by_id[p["revocation"]]["lang"] == lang]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,9 +21,9 @@ from typing import Any
 from ..tokens import TokenCounter
 from .progress import ProgressFn
 from .scoring import context_text, evidence_recall, mean
-from .strategies import make_strategy
+from .strategies import Strategy, make_strategy
 
-__all__ = ["STRATEGIES", "Episode", "load_memdaily", "run_memdaily"]
+__all__ = ["STRATEGIES", "Episode", "load_memdaily", "replay", "run_memdaily"]
 
 STRATEGIES = ("sliding_window", "rag_only", "bm25", "search", "memos")
 
@@ -61,6 +61,17 @@ def load_memdaily(folder: str | Path, *, trajectories: int = 40, files: Sequence
     return out
 
 
+def replay(strat: Strategy, ep: Episode) -> Iterator[tuple[list[dict[str, Any]], float, tuple[str, ...]]]:
+    """Replay ``ep``'s messages into ``strat``, then yield each question's prompt, the
+    milliseconds ``context()`` took and the question's target messages."""
+    for text in ep.messages:
+        strat.add({"role": "user", "content": text})
+    for question, targets in ep.questions:
+        t0 = time.perf_counter()
+        ctx = strat.context(question)
+        yield ctx, (time.perf_counter() - t0) * 1000, targets
+
+
 def run_memdaily(data: str | Path, *, budget: int = 1024, trajectories: int = 40, files: Sequence[str] | None = None,
                  start: int = 0, strategies: Sequence[str] = STRATEGIES, progress: ProgressFn | None = None
                  ) -> dict[str, Any]:
@@ -78,13 +89,9 @@ def run_memdaily(data: str | Path, *, budget: int = 1024, trajectories: int = 40
         for ep in episodes:
             strat = make_strategy(name, counter, budget)
             try:
-                for text in ep.messages:
-                    strat.add({"role": "user", "content": text})
                 scores = []
-                for question, targets in ep.questions:
-                    t0 = time.perf_counter()
-                    ctx = strat.context(question)
-                    query_ms.append((time.perf_counter() - t0) * 1000)
+                for ctx, ms, targets in replay(strat, ep):
+                    query_ms.append(ms)
                     n = counter.count_messages(ctx)
                     tokens.append(n)
                     over += n > budget
