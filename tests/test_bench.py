@@ -9,7 +9,7 @@ import pytest
 from memos.bench.scoring import answer_contained, context_text, evidence_recall, preference_in_context
 from memos.bench.strategies import STRATEGIES
 from memos.cli import main
-from tests.conftest import SHARED
+from tests.conftest import EMBEDDING_DIR, SHARED, needs_model
 
 LOCOMO = SHARED / "data" / "locomo" / "locomo7.json"
 PREFEVAL = SHARED / "data" / "prefeval"
@@ -199,3 +199,18 @@ def test_the_paired_bootstrap_bounds_the_lead_and_refuses_unpaired_scores():
     assert low < mixed["difference"] == 0.25 < high and (mixed["a_ahead"], mixed["b_ahead"]) == (20, 10)
     with pytest.raises(ValueError):
         paired_bootstrap([1.0], [1.0, 0.0])
+
+
+@needs_model
+def test_results_name_the_embedding_model_the_strategies_used(tmp_path, monkeypatch):
+    from memos.bench import strategies
+
+    (tmp_path / "my-model").mkdir()
+    (tmp_path / "my-model" / "onnx").symlink_to(EMBEDDING_DIR.resolve() if (EMBEDDING_DIR / "model.onnx").is_file()
+                                                else (EMBEDDING_DIR / "onnx").resolve())
+    monkeypatch.setattr(strategies, "_SHARED", {})
+    monkeypatch.setenv("MEMOS_EMBEDDING_MODEL_DIR", str(tmp_path / "my-model" / "onnx"))
+    assert strategies.embedding_model_name() == "my-model"
+    monkeypatch.setattr(strategies, "_SHARED", {})
+    monkeypatch.setenv("MEMOS_EMBEDDING_MODEL_DIR", str(tmp_path / "nothing-here"))
+    assert strategies.embedding_model_name() is None  # keyword search alone

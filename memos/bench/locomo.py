@@ -26,7 +26,7 @@ from typing import Any
 from ..tokens import TokenCounter
 from .progress import ProgressFn
 from .scoring import answer_contained, context_text, evidence_recall, mean
-from .strategies import STRATEGIES, make_strategy
+from .strategies import STRATEGIES, embedding_model_name, make_strategy
 
 __all__ = ["CATEGORIES", "Conversation", "LLMJudge", "load_locomo", "plot_locomo", "run_locomo"]
 
@@ -209,7 +209,7 @@ def run_locomo(
         "params": {"data": str(data), "budgets": list(budgets), "conversations": len(convs), "date_notes": date_notes,
                    "cross_session": cross_session,
                    "questions_per_conversation": questions, "tokens": counter.encoding_name,
-                   "embedding_model": "all-MiniLM-L6-v2",
+                   "embedding_model": embedding_model_name(),
                    "llm": {"model": llm.model, "base_url": llm.base_url, "calls": judge.calls} if judge else None},
         "results": results,
     }

@@ -21,7 +21,7 @@ from typing import Any
 from ..tokens import TokenCounter
 from .progress import ProgressFn
 from .scoring import context_text, evidence_recall, mean
-from .strategies import Strategy, make_strategy
+from .strategies import Strategy, embedding_model_name, make_strategy
 
 __all__ = ["STRATEGIES", "Episode", "load_memdaily", "replay", "run_memdaily"]
 
@@ -111,5 +111,5 @@ def run_memdaily(data: str | Path, *, budget: int = 1024, trajectories: int = 40
     return {"benchmark": "memdaily",
             "params": {"data": str(data), "budget": budget, "trajectories_per_file": trajectories, "first_trajectory": start,
                        "files": [e.name for e in episodes], "tokens": counter.encoding_name,
-                       "embedding_model": "all-MiniLM-L6-v2"},
+                       "embedding_model": embedding_model_name()},
             "results": results}

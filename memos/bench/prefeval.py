@@ -18,7 +18,7 @@ from typing import Any
 from ..tokens import TokenCounter
 from .progress import ProgressFn
 from .scoring import context_text, mean, preference_in_context
-from .strategies import STRATEGIES, make_strategy
+from .strategies import STRATEGIES, embedding_model_name, make_strategy
 
 __all__ = ["load_fillers", "load_preferences", "run_prefeval"]
 
@@ -102,7 +102,7 @@ def run_prefeval(
     return {
         "benchmark": "prefeval",
         "params": {"data": str(data), "fillers": list(fillers), "budget": budget, "preferences": len(prefs),
-                   "per_topic": per_topic, "tokens": counter.encoding_name, "embedding_model": "all-MiniLM-L6-v2",
+                   "per_topic": per_topic, "tokens": counter.encoding_name, "embedding_model": embedding_model_name(),
                    "llm": None},
         "results": results,
     }

@@ -44,7 +44,8 @@ from ..tiers.archival import ChromaBackend, rrf
 from ..tiers.warm import ExtractiveSummarizer, SummaryPlan
 from ..tokens import TokenCounter
 
-__all__ = ["ALL_STRATEGIES", "STRATEGIES", "bigram_terms", "CachedEmbedder", "Strategy", "make_strategy", "shared_embedder"]
+__all__ = ["ALL_STRATEGIES", "STRATEGIES", "bigram_terms", "CachedEmbedder", "Strategy", "embedding_model_name", "make_strategy",
+           "shared_embedder"]
 
 
 class CachedEmbedder:
@@ -88,11 +89,19 @@ _SHARED: dict[str, CachedEmbedder | None] = {}
 
 
 def shared_embedder() -> CachedEmbedder | None:
-    """The process-wide cached all-MiniLM-L6-v2 (None when the model cannot be loaded)."""
+    """The process-wide cached embedding model: ``MEMOS_EMBEDDING_MODEL_DIR``'s, else
+    all-MiniLM-L6-v2 (None when no model can be loaded)."""
     if "default" not in _SHARED:
         inner = load_embedder()
         _SHARED["default"] = CachedEmbedder(inner) if inner is not None else None
     return _SHARED["default"]
+
+
+def embedding_model_name() -> str | None:
+    """The name of the model the strategies embed with (:func:`shared_embedder`), None when
+    they run on keywords alone; recorded with each benchmark's results."""
+    embedder = shared_embedder()
+    return embedder.name if embedder is not None else None
 
 
 class Strategy(Protocol):
