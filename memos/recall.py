@@ -23,6 +23,7 @@ from .state import SessionState
 from .text.passage import best_passage
 from .tiers.archival import RRF_K, ArchivalTier, Hit
 from .tiers.cold import ColdTier, Fact
+from .tiers.hot import render_text
 from .tiers.items import TURN_KINDS
 from .tokens import TokenCounter
 
@@ -69,6 +70,10 @@ class Recall:
             hits += self.archival.search(text, self.settings.recall_top_k, exclude_message_ids=hot,
                                          min_similarity=self.settings.recall_min_similarity)
         seen: set[str] = set()
+        # a message said again word for word (and one the hot tier holds in the same words)
+        # is shown once per heading: a copy adds nothing but its tokens
+        said = {(_heading_of(self.state.key, m.created_at), " ".join(f"{m.role}: {render_text(m.data)}".split()))
+                for m in self.state.hot if m.role != "tool"}
         superseded = self.superseded()
         used = self.counter.count_message(recall_message(["x"]) or {})
         per_item = max(24, limit // 3)
@@ -89,10 +94,13 @@ class Recall:
             if outdated := [v for v in superseded if v in body.lower()]:  # quoted history, never a current value
                 body += f" [outdated: {', '.join(outdated[:2])} was corrected later]"
             group = _heading(h, self.state.key)
+            if (group, body) in said:
+                continue
             cost = self.counter.count(body) + 2 + (0 if group in groups else self.counter.count(group) + 2)
             if used + cost > limit:
                 continue
             groups.add(group)
+            said.add((group, body))
             chosen.append((h, body))
             used += cost
         return _render(chosen, self.state.key)
@@ -164,8 +172,12 @@ def fact_hit(f: Fact) -> Hit:
 def _heading(h: Hit, session: str) -> str:
     """The heading a recalled item is listed under: its session (when another one) and day,
     written once for all the items that share them."""
-    where = "this session" if not h.session or h.session == session else f"session {h.session.rsplit('/', 1)[-1]}"
-    when = time.strftime("%Y-%m-%d", time.gmtime(h.created_at)) if h.created_at > 0 else ""
+    return _heading_of(h.session or session, h.created_at, session)
+
+
+def _heading_of(item_session: str, created_at: float, session: str | None = None) -> str:
+    where = "this session" if session is None or item_session == session else f"session {item_session.rsplit('/', 1)[-1]}"
+    when = time.strftime("%Y-%m-%d", time.gmtime(created_at)) if created_at > 0 else ""
     return f"[{where}, {when}]" if when else f"[{where}]"
 
 

@@ -208,6 +208,29 @@ def test_auto_recall_brings_an_early_detail_back_as_marked_data(store):
     off.close()
 
 
+def test_a_message_said_again_word_for_word_is_recalled_once(store):
+    mem = Memory("s", store=store, budget=1200, tools=[])
+    for i in range(3):  # the same words, three messages: one line of recall is enough
+        mem.add(user("My locker code at the gym is 4471."))
+        mem.add(assistant(f"Noted ({i})."))
+    _session_with_archive(mem)
+
+    def recalled(ctx: list[dict]) -> str:
+        return next(str(m["content"]) for m in ctx if str(m.get("content", "")).startswith(RECALL_HEADER))
+
+    first = recalled(mem.context("What was my gym locker code again?"))
+    assert "L-220" in first and first.count("My locker code at the gym is 4471.") == 1
+    mem.add(user("My locker code at the gym is 4471."))  # and once more, in the hot tier now
+    mem.add(assistant("Noted again."))
+    mem.add(user("What was my gym locker code again?"))
+    ctx = mem.context()
+    assert "L-220" in recalled(ctx)  # the other locker message is recalled
+    assert "My locker code at the gym is 4471." not in recalled(ctx)  # the hot tier holds those words already
+    assert sum(str(m.get("content")) == "My locker code at the gym is 4471." for m in ctx) == 1
+    assert len(mem.retrieve("locker code 4471", 10)) >= 3  # every copy stays archived and found
+    mem.close()
+
+
 def test_memory_pressure_notice_appears_above_the_warning_threshold(make_memory):
     settings = MemosSettings(budget_tokens=2000, soft_threshold=0.9, hard_threshold=0.95, hot_target=0.9,
                              warning_threshold=0.5)
