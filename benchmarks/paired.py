@@ -18,7 +18,7 @@ from typing import Any
 
 from memos.bench.memdaily import load_memdaily, replay
 from memos.bench.scoring import context_text, evidence_recall
-from memos.bench.strategies import make_strategy
+from memos.bench.strategies import embedding_model_name, make_strategy
 from memos.cli_bench import write_results
 from memos.tokens import TokenCounter
 
@@ -70,6 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         base = question_scores(args.baseline, start, data=args.data)
         result["results"][f"trajectories {start}-{start + 39}"] = paired_bootstrap(memos, base)
         print(start, result["results"][f"trajectories {start}-{start + 39}"])
+    result["params"]["embedding_model"] = embedding_model_name()
     write_results(result, "memdaily_paired", args.out)
     return 0
 

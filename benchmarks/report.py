@@ -119,9 +119,10 @@ def main() -> int:
         r = _load(name)
         if r is not None:
             print(f"### {name}\n\n{fn(r)}\n")
-    daily = _load("memdaily")
-    if daily is not None:
-        print(f"### memdaily\n\n{memdaily(daily, _load('memdaily_holdout'))}\n")
+    for name in ("memdaily", "memdaily_m3e"):  # the default model, then a Chinese-capable one
+        daily = _load(name)
+        if daily is not None:
+            print(f"### {name} ({daily['params'].get('embedding_model')})\n\n{memdaily(daily, _load(name + '_holdout'))}\n")
     return 0
 
 
