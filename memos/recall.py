@@ -72,7 +72,8 @@ class Recall:
         seen: set[str] = set()
         # a message said again word for word (and one the hot tier holds in the same words)
         # is shown once per heading: a copy adds nothing but its tokens
-        said = {(_heading_of(self.state.key, m.created_at), " ".join(f"{m.role}: {render_text(m.data)}".split()))
+        said = {(_heading_of(self.state.key, m.created_at, self.state.key),
+                 " ".join(f"{m.role}: {render_text(m.data)}".split()))
                 for m in self.state.hot if m.role != "tool"}
         superseded = self.superseded()
         used = self.counter.count_message(recall_message(["x"]) or {})
@@ -175,8 +176,8 @@ def _heading(h: Hit, session: str) -> str:
     return _heading_of(h.session or session, h.created_at, session)
 
 
-def _heading_of(item_session: str, created_at: float, session: str | None = None) -> str:
-    where = "this session" if session is None or item_session == session else f"session {item_session.rsplit('/', 1)[-1]}"
+def _heading_of(item_session: str, created_at: float, session: str) -> str:
+    where = "this session" if item_session == session else f"session {item_session.rsplit('/', 1)[-1]}"
     when = time.strftime("%Y-%m-%d", time.gmtime(created_at)) if created_at > 0 else ""
     return f"[{where}, {when}]" if when else f"[{where}]"
 
