@@ -231,6 +231,21 @@ def test_a_message_said_again_word_for_word_is_recalled_once(store):
     mem.close()
 
 
+def test_a_turn_lent_a_score_by_its_neighbour_never_ranks_ahead_of_it(store):
+    # the aunt's turn matches best; the uncle's, next to it, matches a little less and has more
+    # matching neighbours: it rises with them, but stays behind the turn that lent to it
+    mem = Memory("s", store=store, budget=4096, tools=[])
+    texts = ["My aunt's birthday is on May 29.", "My uncle's birthday is on March 1.", "Passport X1234567.",
+             "Small talk one.", "Small talk two."]
+    ids = {t: f"unit:{m.id}" for t in texts for m in mem.add(user(t))}
+    scores = {ids[texts[0]]: 1.0, ids[texts[1]]: 0.913, ids[texts[3]]: 0.63, ids[texts[4]]: 0.6}
+    rank = mem.archival.in_context(scores)
+    assert rank[ids[texts[1]]] > scores[ids[texts[1]]]  # the uncle's turn still gains from its neighbours
+    assert rank[ids[texts[0]]] > rank[ids[texts[1]]]
+    assert rank[ids[texts[2]]] < rank[ids[texts[0]]]  # a turn no search found comes in behind its lender
+    mem.close()
+
+
 def test_memory_pressure_notice_appears_above_the_warning_threshold(make_memory):
     settings = MemosSettings(budget_tokens=2000, soft_threshold=0.9, hard_threshold=0.95, hot_target=0.9,
                              warning_threshold=0.5)

@@ -447,8 +447,9 @@ class ArchivalTier:
         """Each candidate's rank key: its fused score plus, for the turns 1, 2 and 3 places away
         in its session, ``CONTEXT_WEIGHTS`` times the best fused score among those of the best
         ``CONTEXT_CANDIDATES`` candidates. The turns next to those best candidates join the
-        candidates (their own score 0 when no search found them). Items that are not turns
-        (summaries, notes) keep their score."""
+        candidates (their own score 0 when no search found them), each ranked behind the
+        best-scoring turn that lent to it. Items that are not turns (summaries, notes) keep
+        their score."""
         best = sorted(scores, key=lambda i: -scores[i])[:CONTEXT_CANDIDATES]
         span = len(CONTEXT_WEIGHTS)
         with Session(self.engine) as s:
@@ -469,15 +470,23 @@ class ArchivalTier:
         ending = {(r[1], r[3]): r[0] for r in near}
         # for each turn and distance, the best score among the turns that far before or after it
         lent: dict[tuple[str, int], float] = {}
+        lenders: dict[str, set[str]] = {}
         for top_id, session, first, last in tops:
             for d in range(1, span + 1):
                 for item_id in (starting.get((session, last + d)), ending.get((session, first - d))):
                     if item_id is not None:
                         lent[item_id, d] = max(lent.get((item_id, d), 0.0), scores[top_id])
+                        lenders.setdefault(str(item_id), set()).add(str(top_id))
         out = dict(scores)
         for (item_id, d), score in lent.items():
             out[item_id] = out.get(item_id, 0.0) + CONTEXT_WEIGHTS[d - 1] * score
-        return out
+        # the turn a query matches is not pushed out of a short list by its neighbours
+        capped = dict(out)
+        for item_id, by in lenders.items():
+            lender = max(by, key=lambda i: scores[i])
+            if scores[lender] > scores.get(item_id, 0.0):
+                capped[item_id] = min(out[item_id], out[lender] * (1 - 1e-9))
+        return capped
 
     @staticmethod
     def _best_first(s: Session, ranked: list[str], step: int) -> Iterator[tuple[str, ArchiveItem | None]]:
