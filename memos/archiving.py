@@ -20,7 +20,12 @@ from .tiers.archival import ArchivalTier
 from .tiers.hot import render_text
 from .tiers.items import ArchiveItem
 
-__all__ = ["Archiver"]
+__all__ = ["Archiver", "item_line"]
+
+
+def item_line(m: Message) -> str:
+    """``m`` as an archive item writes it: the role named (a tool result as it is)."""
+    return f"{m.role}: {render_text(m.data)}" if m.role != "tool" else render_text(m.data)
 
 
 class Archiver:
@@ -34,8 +39,7 @@ class Archiver:
 
     def item(self, messages: list[Message], kind: str, item_id: str) -> ArchiveItem:
         """An item holding ``messages`` verbatim (roles named, tool results as they are)."""
-        body = "\n".join(f"{m.role}: {render_text(m.data)}" if m.role != "tool" else render_text(m.data)
-                         for m in messages)
+        body = "\n".join(item_line(m) for m in messages)
         return ArchiveItem(
             id=item_id, namespace=self.scope, session=self.state.key, kind=kind, text=body,
             message_ids=json.dumps([m.id for m in messages]), first_seq=messages[0].seq, last_seq=messages[-1].seq,

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from .archiving import item_line
 from .config import MemosSettings
 from .paging.context import recall_message
 from .paging.guards import references
@@ -23,7 +24,6 @@ from .state import SessionState
 from .text.passage import best_passage
 from .tiers.archival import RRF_K, ArchivalTier, Hit
 from .tiers.cold import ColdTier, Fact
-from .tiers.hot import render_text
 from .tiers.items import TURN_KINDS
 from .tokens import TokenCounter
 
@@ -72,8 +72,7 @@ class Recall:
         seen: set[str] = set()
         # a message said again word for word (and one the hot tier holds in the same words)
         # is shown once per heading: a copy adds nothing but its tokens
-        said = {(_heading_of(self.state.key, m.created_at, self.state.key),
-                 " ".join(f"{m.role}: {render_text(m.data)}".split()))
+        said = {(_heading_of(self.state.key, m.created_at, self.state.key), " ".join(item_line(m).split()))
                 for m in self.state.hot if m.role != "tool"}
         superseded = self.superseded()
         used = self.counter.count_message(recall_message(["x"]) or {})

@@ -470,23 +470,23 @@ class ArchivalTier:
         ending = {(r[1], r[3]): r[0] for r in near}
         # for each turn and distance, the best score among the turns that far before or after it
         lent: dict[tuple[str, int], float] = {}
-        lenders: dict[str, set[str]] = {}
+        lender: dict[str, str] = {}  # each turn's best-scoring lender
         for top_id, session, first, last in tops:
             for d in range(1, span + 1):
                 for item_id in (starting.get((session, last + d)), ending.get((session, first - d))):
                     if item_id is not None:
                         lent[item_id, d] = max(lent.get((item_id, d), 0.0), scores[top_id])
-                        lenders.setdefault(str(item_id), set()).add(str(top_id))
+                        if item_id not in lender or scores[top_id] > scores[lender[item_id]]:
+                            lender[item_id] = top_id
         out = dict(scores)
         for (item_id, d), score in lent.items():
             out[item_id] = out.get(item_id, 0.0) + CONTEXT_WEIGHTS[d - 1] * score
         # the turn a query matches is not pushed out of a short list by its neighbours
-        capped = dict(out)
-        for item_id, by in lenders.items():
-            lender = max(by, key=lambda i: scores[i])
-            if scores[lender] > scores.get(item_id, 0.0):
-                capped[item_id] = min(out[item_id], out[lender] * (1 - 1e-9))
-        return capped
+        ranked = dict(out)
+        for item_id, top_id in lender.items():
+            if scores[top_id] > scores.get(item_id, 0.0):
+                ranked[item_id] = min(out[item_id], out[top_id] * (1 - 1e-9))
+        return ranked
 
     @staticmethod
     def _best_first(s: Session, ranked: list[str], step: int) -> Iterator[tuple[str, ArchiveItem | None]]:
