@@ -446,7 +446,8 @@ class ContextAssembler:
         kept: set[int] = set()
         exclude = {m.id for i in fixed for m in units[i].messages}
         for h in self.recall.archival.search(query, self.settings.recall_top_k, exclude_message_ids=exclude,
-                                             min_similarity=self.settings.recall_min_similarity):
+                                             min_similarity=self.settings.recall_min_similarity,
+                                             relative_similarity=self.settings.focus_relative_similarity):
             mine = {by_message[x] for x in h.message_ids if x in by_message} - kept
             cost = sum(sizes[i] for i in mine) if mine else min(per_item, self.counter.count(h.text)) + 2
             if cost > left:

@@ -48,6 +48,9 @@ class MemosSettings:
     # the room: those that rank for the question stay, the others give way (the newest units,
     # up to half the hot target, open tool chains, pinned messages and system events stay).
     query_focus: bool = True
+    # An older hot unit stays for the question when the search finds it: by keyword, or by
+    # meaning at least this share as similar as the nearest match (and its neighbours).
+    focus_relative_similarity: float = 0.50
     # Archival items auto-recall looks at for each prompt.
     recall_top_k: int = 60
     # Auto-recall ignores dense matches less similar than this (cosine) to the user message.
@@ -88,7 +91,7 @@ class MemosSettings:
         if not isinstance(self.budget_tokens, int) or self.budget_tokens < 64:
             raise ValueError(f"budget_tokens must be an int >= 64, got {self.budget_tokens!r}")
         for name in ("soft_threshold", "hard_threshold", "hot_target", "summary_share", "facts_share", "recall_share",
-                     "warning_threshold", "pinned_share"):
+                     "warning_threshold", "pinned_share", "focus_relative_similarity"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not 0.0 < value <= 1.0:
                 raise ValueError(f"{name} must be in (0, 1], got {value!r}")

@@ -345,14 +345,19 @@ class ArchivalTier:
         off), only those with cosine similarity >= ``min_similarity`` if given."""
         return list(self.dense_similarities(query, n, min_similarity=min_similarity))
 
-    def dense_similarities(self, query: str, n: int, *, min_similarity: float | None = None) -> dict[str, float]:
+    def dense_similarities(self, query: str, n: int, *, min_similarity: float | None = None,
+                           relative_similarity: float | None = None) -> dict[str, float]:
         """:meth:`dense_ids` with each item's cosine similarity to ``query``, nearest first
-        (none for a query the model does not cover: see :func:`memos.embeddings.covers`)."""
+        (none for a query the model does not cover: see :func:`memos.embeddings.covers`).
+        ``relative_similarity`` also drops those less similar than that share of the nearest's."""
         if n <= 0 or not self._dense_runs(query):
             return {}
         try:
             found = self.backend.query(self.namespace, self._query(query)[0], n)  # type: ignore[union-attr]
-            return {i: 1.0 - d for i, d in found if min_similarity is None or 1.0 - d >= min_similarity}
+            floor = min_similarity if min_similarity is not None else -1.0
+            if relative_similarity is not None and found:
+                floor = max(floor, relative_similarity * max(1.0 - d for _, d in found))
+            return {i: 1.0 - d for i, d in found if 1.0 - d >= floor}
         except Exception as exc:
             if not self._warned:
                 log.warning("dense search failed (%s); using keyword search alone", exc)
@@ -403,18 +408,20 @@ class ArchivalTier:
         offset: int = 0,
         mode: str = "hybrid",
         min_similarity: float | None = None,
+        relative_similarity: float | None = None,
     ) -> list[Hit]:
         """The best items for ``query``: dense and keyword rankings fused by reciprocal rank.
 
         ``mode`` is 'hybrid', 'dense' or 'keyword'. Items whose messages are all in
         ``exclude_message_ids`` (already in the prompt) are skipped; hits are
         deduplicated by their source messages. ``min_similarity`` drops dense candidates
-        less similar than that (cosine) to the query.
+        less similar than that (cosine) to the query, ``relative_similarity`` those less
+        similar than that share of the most similar candidate's similarity.
         """
         want = top_k + offset
         # filters apply to the fused candidates, so a filtered search looks further
         pool = max(50, want * 8) * (4 if since is not None or until is not None or kinds or roles else 1)
-        scores, similarity, found_in = self._fused(query, pool, mode, min_similarity)
+        scores, similarity, found_in = self._fused(query, pool, mode, min_similarity, relative_similarity)
         if not scores:
             return []
         rank = self.in_context(scores)
@@ -499,7 +506,8 @@ class ArchivalTier:
             for item_id in part:
                 yield item_id, rows.get(item_id)
 
-    def _fused(self, query: str, pool: int, mode: str, min_similarity: float | None
+    def _fused(self, query: str, pool: int, mode: str, min_similarity: float | None,
+               relative_similarity: float | None = None
                ) -> tuple[dict[str, float], dict[str, float], dict[str, list[str]]]:
         """The candidates' fused scores, the dense search's similarities and which searches
         found each candidate."""
@@ -508,7 +516,8 @@ class ArchivalTier:
         searches: list[str] = []
         # a search that cannot run (no model, a query the model does not cover) does not count
         if mode in ("hybrid", "dense") and self._dense_runs(query):
-            similarity = self.dense_similarities(query, pool, min_similarity=min_similarity)
+            similarity = self.dense_similarities(query, pool, min_similarity=min_similarity,
+                                                 relative_similarity=relative_similarity)
             rankings.append(list(similarity))
             searches.append("dense")
         if mode in ("hybrid", "keyword"):
