@@ -72,8 +72,7 @@ class Recall:
         seen: set[str] = set()
         # a message said again word for word (and one the hot tier holds in the same words)
         # is shown once per heading: a copy adds nothing but its tokens
-        said = {(_heading_of(self.state.key, m.created_at, self.state.key), " ".join(item_line(m).split()))
-                for m in self.state.hot if m.role != "tool"}
+        said = self.hot_lines()
         superseded = self.superseded()
         used = self.counter.count_message(recall_message(["x"]) or {})
         per_item = max(24, limit // 3)
@@ -104,6 +103,12 @@ class Recall:
             chosen.append((h, body))
             used += cost
         return _render(chosen, self.state.key)
+
+    def hot_lines(self) -> set[tuple[str, str]]:
+        """The hot tier's messages as (heading, text) pairs, the text as the archive writes it
+        with its spaces collapsed: an archived copy of one of them adds nothing to the prompt."""
+        return {(_heading_of(self.state.key, m.created_at, self.state.key), " ".join(item_line(m).split()))
+                for m in self.state.hot if m.role != "tool"}
 
     def referenced_hits(self, hot: set[str]) -> list[Hit]:
         """Archived items holding what the assistant quoted in its last turns (an id, a time)
@@ -144,9 +149,17 @@ class Recall:
         offset = (page - 1) * top_k
         hits: list[Hit] = []
         if kind != "fact":  # what the hot tier holds is in the prompt already
-            hits = self.archival.search(query, top_k + offset, since=since, until=until,
-                                        kinds=[kind] if kind else None, roles=roles,
-                                        exclude_message_ids={m.id for m in self.state.hot})
+            # a message said again word for word (or held hot in the same words) is listed
+            # once per session and day, so the search looks twice as far for the copies it drops
+            found = self.archival.search(query, 2 * (top_k + offset), since=since, until=until,
+                                         kinds=[kind] if kind else None, roles=roles,
+                                         exclude_message_ids={m.id for m in self.state.hot})
+            said = self.hot_lines()
+            for h in found:
+                line = (_heading(h, self.state.key), " ".join(h.text.split()))
+                if line not in said:
+                    said.add(line)
+                    hits.append(h)
         facts: list[Hit] = []
         if kind in (None, "fact") and not roles:
             facts = [fact_hit(f) for f in self.cold.search(query, limit=top_k + offset)
