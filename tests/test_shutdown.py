@@ -35,7 +35,8 @@ def test_script_ending_without_close_while_the_indexer_is_busy_exits_0(tmp_path:
     db = tmp_path / "m.db"
     script = tmp_path / "script.py"
     script.write_text(SCRIPT)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    # the indexer on its thread, whatever the environment running the tests says
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "MEMOS_BACKGROUND_INDEXING": "true"}
     proc = subprocess.run([sys.executable, str(script), str(db)], capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "terminate called" not in proc.stderr
