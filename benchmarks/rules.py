@@ -54,6 +54,8 @@ CV_RECALL = 0.90  # each language's threshold is the highest that keeps its 5-fo
 # shift, so C stays at its earlier value.
 C = 8.0
 ZH_MIX = 0.5  # the Chinese model's share of a Chinese sentence's log-odds (the joint model has the rest)
+# Cross-validated on the Chinese train sentences, precision at recall 0.95 is 0.79-0.84 for every
+# C from 0.5 to 32 (Chinese model) and mix from 0 to 1: the features bound it, not these settings.
 
 
 def load_corpus(path: Path = CORPUS) -> list[dict[str, str]]:

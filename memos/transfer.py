@@ -79,9 +79,9 @@ def import_messages(mem: Memory, lines: Iterable[str]) -> int:
         try:
             data = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise InvalidMessage(f"line {n}: not JSON ({exc.msg})") from None
+            raise InvalidMessage(f"line {n}: not JSON ({exc.msg}); nothing was added") from None
         if not isinstance(data, dict):
-            raise InvalidMessage(f"line {n}: expected a JSON object, got {type(data).__name__}")
+            raise InvalidMessage(f"line {n}: expected a JSON object, got {type(data).__name__}; nothing was added")
         batch.append({k: v for k, v in data.items() if k not in EXPORT_KEYS})
     if not batch:
         return 0

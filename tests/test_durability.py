@@ -150,8 +150,10 @@ def test_export_then_import_gives_the_same_messages_in_order(store, tmp_path, ca
 def test_a_bad_import_adds_nothing(store, tmp_path):
     mem = Memory("bad", store=store)
     good = [json.dumps(user("one")), json.dumps(assistant("two"))]
-    with pytest.raises(InvalidMessage, match="line 3"):
+    with pytest.raises(InvalidMessage, match="line 3: not JSON .*; nothing was added"):
         import_messages(mem, [*good, "{not json"])
+    with pytest.raises(InvalidMessage, match="line 2: expected a JSON object, got list; nothing was added"):
+        import_messages(mem, [good[0], "[1, 2]"])
     with pytest.raises(InvalidMessage, match="nothing was added"):
         import_messages(mem, [*good, json.dumps({"role": "tool", "tool_call_id": "nope", "content": "x"})])
     assert mem.history() == []
