@@ -7,10 +7,12 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 
+from memos.config import DEFAULT_SETTINGS, MemosSettings
 from tests.llm_server import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,3 +41,24 @@ def test_readme_snippet_runs(tmp_path, name, expected):
     assert proc.returncode == 0, proc.stderr[-3000:]
     for fragment in expected:
         assert fragment in proc.stdout, (fragment, proc.stdout)
+
+
+def test_the_configuration_table_lists_every_setting_with_its_default():
+    """Every ``MemosSettings`` field is read from ``MEMOS_<FIELD>``; the README's table names
+    each one with the default the code has."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    documented = dict(re.findall(r"^\| `(MEMOS_[A-Z_]+)` \| ([^|]+?) \|", text, re.M))
+    for f in fields(MemosSettings):
+        name = f"MEMOS_{f.name.upper()}"
+        assert name in documented, f"{name} is not in the README's configuration table"
+        shown, value = documented[name].strip(), getattr(DEFAULT_SETTINGS, f.name)
+        if isinstance(value, bool):
+            assert shown == str(value).lower(), (name, shown, value)
+        elif isinstance(value, (int, float)):
+            assert float(shown) == value, (name, shown, value)
+        elif value is None:
+            assert shown.startswith("unset"), (name, shown)
+        elif value == "":
+            assert shown == "empty", (name, shown)
+        else:
+            assert shown == f"`{value}`", (name, shown, value)
