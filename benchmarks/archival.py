@@ -30,6 +30,7 @@ from sqlalchemy import text
 from memos.bench.progress import Progress
 from memos.cli_bench import write_results
 from memos.embeddings import load_embedder
+from memos.recall import search_depth
 from memos.store import Store
 from memos.tiers.archival import ArchivalTier, ArchiveItem, ChromaBackend
 
@@ -84,7 +85,7 @@ def run_size(n: int, queries: int, seed: int) -> dict[str, float]:
     for i in range(queries):
         q = f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)} {i}"
         t0 = time.perf_counter()
-        hits = tier.search(q, 2 * 5)  # retrieve(top_k=5) asks for twice its page (memos.recall)
+        hits = tier.search(q, search_depth(5))  # as retrieve(top_k=5) searches
         lat.append((time.perf_counter() - t0) * 1000)
         assert hits, "a retrieve found nothing"
         t0 = time.perf_counter()

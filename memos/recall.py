@@ -27,7 +27,7 @@ from .tiers.cold import ColdTier, Fact
 from .tiers.items import TURN_KINDS
 from .tokens import TokenCounter
 
-__all__ = ["Recall", "fact_hit"]
+__all__ = ["Recall", "fact_hit", "search_depth"]
 
 
 class Recall:
@@ -149,9 +149,7 @@ class Recall:
         offset = (page - 1) * top_k
         hits: list[Hit] = []
         if kind != "fact":  # what the hot tier holds is in the prompt already
-            # a message said again word for word (or held hot in the same words) is listed
-            # once per session and day, so the search looks twice as far for the copies it drops
-            found = self.archival.search(query, 2 * (top_k + offset), since=since, until=until,
+            found = self.archival.search(query, search_depth(top_k, offset), since=since, until=until,
                                          kinds=[kind] if kind else None, roles=roles,
                                          exclude_message_ids={m.id for m in self.state.hot})
             said = self.hot_lines()
@@ -173,6 +171,13 @@ class Recall:
             known = {h.id for h in self.promoted}
             self.promoted += [h for h in result if h.id not in known]
         return result
+
+
+def search_depth(top_k: int, offset: int = 0) -> int:
+    """How many archive items :meth:`Recall.search` asks for to fill a page of ``top_k`` after
+    ``offset``: a message said again word for word (or held hot in the same words) is listed
+    once per session and day, so the search looks twice as far for the copies it drops."""
+    return 2 * (top_k + offset)
 
 
 def fact_hit(f: Fact) -> Hit:
