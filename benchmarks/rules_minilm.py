@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from memos.text.rules import features
+from memos.text.rules import features, unquoted
 from memos.text.rules_minilm import MINILM_FILE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,7 +78,7 @@ def train(model_dir: Path, out: Path = MINILM_FILE) -> dict[str, Any]:
         head = torch.nn.Linear(bert.config.hidden_size, 1)
 
         def pooled(texts: Sequence[str]) -> Any:
-            enc = tok.encode_batch(list(texts))
+            enc = tok.encode_batch([unquoted(t) for t in texts])  # as the classifier reads them
             ids = torch.tensor([e.ids for e in enc])
             mask = torch.tensor([e.attention_mask for e in enc])
             hidden = bert(input_ids=ids, attention_mask=mask, token_type_ids=torch.zeros_like(ids)).last_hidden_state

@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 
 from benchmarks.rules import evaluate, load_benchmark_sentences, load_corpus
-from memos.text.rules import RuleClassifier, default_classifier, default_detector, features, has_words, load_model
+from memos.text.rules import (
+    RuleClassifier,
+    default_classifier,
+    default_detector,
+    features,
+    has_words,
+    load_model,
+    unquoted,
+)
 from memos.text.rules_minilm import MiniLMRuleClassifier
 from memos.text.sentences import split_sentences
 from tests.conftest import EMBEDDING_DIR, HAVE_MODEL, needs_data, needs_model
@@ -131,6 +139,18 @@ def test_a_sentence_without_words_states_no_rule():
         assert det.rules("刚才看了一集电视剧。（30）") == []
         assert [j.sentence for j in det.rules("以后别放香菜。（31）")] == ["以后别放香菜。"]
     assert has_words("OK") and has_words("香") and not has_words("I 2")
+
+
+def test_a_rule_in_quotation_marks_is_judged_as_the_rule():
+    # pasted in quotes, "I dislike floral patterns." scored 0.32 with MiniLM (0.94 without), under
+    # its threshold of 0.35
+    quoted = ['"I dislike floral patterns."', "“Book economy class only.”", "「机票一律订经济舱。」"]
+    for det in (default_detector(), default_classifier()):
+        for text in quoted:
+            assert det.score(text) == pytest.approx(det.score(unquoted(text)), abs=1e-4), text
+            assert det.judge([text])[0].is_rule, text
+    assert unquoted('"a" and "b"') == '"a" and "b"' and unquoted('I said "no".') == 'I said "no".'
+    assert unquoted("« Pas de porc. »") == "Pas de porc."
 
 
 def test_threshold_moves_the_decision_and_is_checked():

@@ -161,6 +161,19 @@ def has_words(sentence: str) -> bool:
     return _WORDY.search(sentence) is not None
 
 
+_QUOTES = {'"': '"', "'": "'", "\u201c": "\u201d", "\u2018": "\u2019", "\u00ab": "\u00bb", "\u300c": "\u300d",
+           "\u300e": "\u300f"}
+
+
+def unquoted(sentence: str) -> str:
+    """``sentence`` without the quotation marks around all of it: a rule pasted in quotes
+    ("\u201cI dislike floral patterns.\u201d") is judged as the rule itself."""
+    t = sentence.strip()
+    while len(t) > 2 and _QUOTES.get(t[0]) == t[-1] and t[0] not in t[1:-1] and t[-1] not in t[1:-1]:
+        t = t[1:-1].strip()
+    return t
+
+
 def _normalise(text: str) -> str:
     text = unicodedata.normalize("NFKC", text).lower().replace("\u2019", "'")
     return " ".join(_DIGITS.sub("0", text).split())
@@ -188,6 +201,7 @@ def features(text: str) -> dict[str, float]:
     """The classifier's features of one sentence: character 1-4-grams and word 1-2-grams
     (together scaled to unit length), the first word or two, and the cues, each crossed with
     the sentence's subject. Training (``benchmarks/rules.py``) and prediction share this."""
+    text = unquoted(text)
     t = _normalise(text)
     grams: set[str] = set()
     s = f"^{t}$"

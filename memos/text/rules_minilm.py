@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .rules import RuleClassifier, RuleJudgement, default_classifier, has_words
+from .rules import RuleClassifier, RuleJudgement, default_classifier, has_words, unquoted
 
 __all__ = ["MINILM_FILE", "MiniLMRuleClassifier"]
 
@@ -70,7 +70,7 @@ class MiniLMRuleClassifier:
         """Probability that each sentence states a rule (computed once per text)."""
         todo = [s for s in dict.fromkeys(sentences) if s not in self._cache]
         english = [s for s in todo if has_words(s) and self._model.covers(s)]
-        neural = dict(zip(english, self._logits(english), strict=True)) if english else {}
+        neural = dict(zip(english, self._logits([unquoted(s) for s in english]), strict=True)) if english else {}
         if len(self._cache) > 16384:
             self._cache.clear()
         for s in todo:
