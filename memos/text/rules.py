@@ -40,7 +40,7 @@ from typing import Any, Protocol, runtime_checkable
 from .sentences import split_sentences
 
 __all__ = ["RULE_KINDS", "RuleClassifier", "RuleDetector", "RuleJudgement", "default_classifier", "default_detector",
-           "features", "has_words", "load_model"]
+           "features", "has_words", "load_model", "unquoted"]
 
 RULE_KINDS = ("constraint", "preference")
 MODEL_FILE = Path(__file__).with_name("rules_model.json.gz")
