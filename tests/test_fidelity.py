@@ -259,6 +259,19 @@ def test_a_rule_and_the_pinned_message_it_came_from_are_shown_once(make_memory):
     assert pinned.count("Never book me on night flights") == 1, pinned
 
 
+def test_a_short_message_that_states_two_rules_is_shown_once(make_memory):
+    # each rule is a fact holding the whole message (the reason given with a rule matters); the
+    # one the pinned section shows must not come back in the facts section
+    text = "I'm vegan. Never book me on night flights."
+    mem = make_memory(budget=2048)
+    mem.add([user(text), assistant("Noted.")])
+    holding = [f for f in mem.facts() if f.value == text]
+    assert len(holding) == 2 and all(f.pinned for f in holding)
+    mem.add(user("Which flights and restaurants would you book for me?"))
+    memory_sections = [m for m in mem.context() if m["role"] == "system"]
+    assert text_of(memory_sections).count(text) == 1
+
+
 def test_ranking_by_meaning_gives_way_to_words_when_the_model_is_missing_or_fails(caplog):
     from memos.embeddings import Similarities
 
