@@ -322,7 +322,7 @@ class ContextAssembler:
             # the identifier is asked about: its message is in the archive, word for word, for the rest
             # a fact holding the text of a pinned line is shown by that line (a short message that
             # states two rules gives two facts, each holding the whole message)
-            said = {f.value.lower() for f in self.cold.facts(pinned=True) if f.id in shown} if shown else set()
+            said = {f.value.lower() for f in self.cold.facts(pinned=True) if f.id in shown} if shown and text else set()
             hits = [f for f in self.cold.search(text, limit=20) if f.id not in shown and f.value.lower() not in said
                     and not (_net_fact(f) and f.key.lower() not in asked)] if text else []
             seen: set[int | None] = set()
