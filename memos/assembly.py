@@ -173,7 +173,8 @@ class ContextAssembler:
             return hit
         text = self.relevance_text(query)
         cap = self.settings.pinned_max_tokens if room is None else min(room, self.settings.pinned_max_tokens)
-        explicit, auto = self.pinned_lines()
+        twins: dict[int, int] = {}
+        explicit, auto = self.pinned_lines(twins)
         lines = [line for line, _ in explicit]
         shown = {fid for _, fid in explicit if fid is not None}
         used = self.counter.count_message(pinned_message(lines or ["x"]) or {})
@@ -216,6 +217,7 @@ class ContextAssembler:
                 break
             taken.pop()
         shown.update(fid for _, fid in taken + covered if fid is not None)
+        shown.update(twin for twin, fid in twins.items() if fid in shown)
         if len(self._pinned_shown) > 16:
             self._section_cache = {k: v for k, v in self._section_cache.items() if k[0] != "pinned"}
             self._pinned_shown.clear()
@@ -245,12 +247,17 @@ class ContextAssembler:
         return ("pinned", self.cold.version, tuple((m.id, m.pinned) for m in self.state.pinned),
                 self.relevance_text(query), room)
 
-    def pinned_lines(self) -> tuple[list[tuple[str, int | None]], list[tuple[str, int | None, int, float]]]:
+    def pinned_lines(self, twins: dict[int, int] | None = None
+                     ) -> tuple[list[tuple[str, int | None]], list[tuple[str, int | None, int, float]]]:
         """Explicit pins (line, fact id) and automatic ones (line, fact id, seq, confidence),
-        without repeats: a message the user pinned wins over a fact holding the same text."""
+        without repeats: a message the user pinned wins over a fact holding the same text.
+        ``twins`` gets the id of each pinned fact left out for holding the text of an earlier one
+        (a short message that states two rules gives two facts, each holding the whole message),
+        mapped to that fact's id: the line that shows one shows both."""
         explicit: list[tuple[str, int | None]] = []
         auto: list[tuple[str, int | None, int, float]] = []
         seen: set[str] = set()
+        holder: dict[str, int] = {}
         cap = self.message_cap(1)
 
         def message_line(m: Message) -> tuple[str, str] | None:
@@ -269,8 +276,12 @@ class ContextAssembler:
         for f in self.cold.facts(pinned=True):
             value = f.value.lower()
             if value in seen:
+                if twins is not None and value in holder and f.id is not None:
+                    twins[f.id] = holder[value]
                 continue
             seen.add(value)
+            if f.id is not None:
+                holder[value] = f.id
             if f.origin == "explicit":
                 explicit.append((f.line(), f.id))
             else:
@@ -320,10 +331,7 @@ class ContextAssembler:
             asked = text.lower()
             # a fact the identifier net kept (the identifier and the sentence around it) is shown when
             # the identifier is asked about: its message is in the archive, word for word, for the rest
-            # a fact holding the text of a pinned line is shown by that line (a short message that
-            # states two rules gives two facts, each holding the whole message)
-            said = {f.value.lower() for f in self.cold.facts(pinned=True) if f.id in shown} if shown and text else set()
-            hits = [f for f in self.cold.search(text, limit=20) if f.id not in shown and f.value.lower() not in said
+            hits = [f for f in self.cold.search(text, limit=20) if f.id not in shown
                     and not (_net_fact(f) and f.key.lower() not in asked)] if text else []
             seen: set[int | None] = set()
             used = self.counter.count_message(facts_message(["x"]) or {})
