@@ -54,11 +54,13 @@ def test_recorded_minilm_results_are_those_of_the_shipped_weights():
         assert recorded[name] == now[name], name
 
 
-@pytest.mark.parametrize(("lang", "recall", "precision"), [("en", 0.93, 0.78), ("zh", 0.90, 0.91)])
+@pytest.mark.parametrize(("lang", "recall", "precision"), [("en", 0.91, 0.77), ("zh", 0.90, 0.90)])
 def test_held_back_test_split_recall_and_precision_do_not_regress(lang, recall, precision):
     r = evaluate(default_classifier(), data=Path("/nonexistent"))["results"][f"test/{lang}"]
     # the n-gram model alone (memos' detector for Chinese, and for English where the embedding
-    # model is not on disk), recorded (recall / precision): en 0.942 / 0.797, zh 0.914 / 0.922
+    # model is not on disk), recorded (recall / precision): en 0.931 / 0.791, zh 0.908 / 0.916
+    # (the test split holds chatty rules, chit-chat and rules stated as a state, "I have a
+    # sesame allergy", since en-3687 / zh-4049, which the n-grams judge worst)
     assert r["recall"] >= recall
     assert r["precision"] >= precision
 
@@ -97,9 +99,12 @@ def test_minilm_judges_english_better_than_the_ngrams_alone_on_the_test_split():
     minilm = MiniLMRuleClassifier()
     both = evaluate(minilm, data=Path("/nonexistent"))["results"]
     alone = evaluate(default_classifier(), data=Path("/nonexistent"))["results"]
-    # recorded (recall / precision / F1): 0.983 / 0.856 / 0.915 against 0.942 / 0.797 / 0.864
-    assert both["test/en"]["recall"] >= 0.95 and both["test/en"]["f1"] >= alone["test/en"]["f1"] + 0.04
-    # on sentences written after the weights were fitted: 0.987 / 0.940 / 0.963 against 0.962 / 0.894 / 0.927
+    # recorded (recall / precision / F1): 0.938 / 0.917 / 0.928 against 0.931 / 0.791 / 0.855
+    # (the threshold is read from five held-back fifths, 0.44; at 0.26, the shipped model's own
+    # fifth's choice, 0.977 / 0.882)
+    assert both["test/en"]["recall"] >= 0.93 and both["test/en"]["precision"] >= 0.90
+    assert both["test/en"]["f1"] >= alone["test/en"]["f1"] + 0.05
+    # on sentences written after the weights were fitted: 0.987 / 0.975 / 0.981 against 0.962 / 0.916 / 0.938
     assert both["holdout/en"]["recall"] > alone["holdout/en"]["recall"] and both["holdout/en"]["f1"] > alone["holdout/en"]["f1"]
     assert both["test/zh"] == alone["test/zh"]
     chinese = minilm.judge(["机票一律订经济舱。"])[0]
@@ -239,6 +244,67 @@ def test_minilm_is_used_when_asked_and_pins_what_it_judges(monkeypatch, make_mem
     mem.add({"role": "user", "content": "I never finished that book you recommended."})
     pinned = [f.value for f in mem.facts() if f.pinned]
     assert pinned == ["Skip red-eye flights entirely."]
+
+
+# A user who chats with the assistant as with a friend (in none of the rule files): three
+# rules among thirty messages of news, stories, encouragement and plans
+CHATTY_EN = [
+    "Morning! I finally got the kayak out on the river this weekend.",
+    "It was freezing, but honestly the quiet out there was worth every goosebump.",
+    "My nephew tagged along and kept trying to race the ducks, haha.",
+    "Work has been a whirlwind lately, we launched the new app on Tuesday.",
+    "I'm so proud of the team, everyone stayed late to get it over the line.",
+    "Never underestimate what a few pizzas can do for morale!",
+    "Anyway, I'm thinking of picking up the violin again after ten years.",
+    "My old teacher always said to practise scales before anything fun.",
+    "You only live once, right? Might as well make some noise.",
+    "Oh, and I'm allergic to sesame, so keep it out of any recipe you suggest.",
+    "We had a lovely dinner at my sister's place last night, she made lasagne.",
+    "Her kids never sit still for more than five minutes, it's chaos in the best way.",
+    "I can't wait for the holidays, we're all heading to the coast.",
+    "Don't you just love the smell of rain on a hot pavement?",
+    "I've been reading a mystery novel that keeps me up way too late.",
+    "The twist in chapter twelve had me gasping out loud on the train.",
+    "My friend swears that audiobooks count as reading, and I kind of agree.",
+    "Going forward, write your answers in British English, please.",
+    "The garden is finally blooming, the tulips came out all at once.",
+    "Remember to enjoy the little things, that's what my grandpa used to say.",
+]
+CHATTY_ZH = [
+    "今天终于把阳台收拾干净了，感觉整个人都轻松了。",
+    "我侄子周末来玩，非要跟我比赛吃包子。",
+    "最近公司上线了新系统，大家都忙疯了。",
+    "说真的，团队里每个人都特别拼，我挺感动的。",
+    "我在想要不要重新学钢琴，都放下十年了。",
+    "以前老师总说先练音阶再弹曲子。",
+    "以后给我推荐菜谱都别放芝麻，我过敏。",
+    "昨晚在我姐家吃饭，她做的红烧肉太香了。",
+    "她家孩子一刻都坐不住，不过挺热闹的。",
+    "我真等不及放假了，我们全家要去海边。",
+]
+CHATTY_RULES = [CHATTY_EN[9], CHATTY_EN[17], CHATTY_ZH[6]]
+
+
+@pytest.mark.parametrize("model", ["minilm", "ngrams"])
+def test_a_chatty_user_gets_their_rules_pinned_and_little_else(model, monkeypatch, make_memory):
+    import memos.text.rules as rules
+
+    if model == "minilm" and not HAVE_MODEL:
+        pytest.skip("needs the embedding model (MEMOS_EMBEDDING_MODEL_DIR)")
+    monkeypatch.setattr(rules, "_DEFAULT", None)
+    monkeypatch.setenv("MEMOS_RULE_MODEL", model)
+    mem = make_memory(budget=4096)
+    for text in CHATTY_EN + CHATTY_ZH:
+        mem.add({"role": "user", "content": text})
+        mem.add({"role": "assistant", "content": "That sounds lovely, tell me more."})
+    pinned = [f.value for f in mem.facts() if f.pinned]
+    assert set(CHATTY_RULES) <= set(pinned)
+    others = [p for p in pinned if p not in CHATTY_RULES]
+    # the weights before the corpus had chatty hard negatives (en-3687 on) pinned one with
+    # MiniLM ("Never underestimate what a few pizzas can do for morale!") and three with the
+    # n-grams alone; the n-grams still pin two ("... picking up the violin again ...",
+    # "I can't wait for the holidays, ...")
+    assert len(others) <= (0 if model == "minilm" else 2), others
 
 
 def test_the_revocation_sets_are_their_own_and_their_recorded_results_are_those_of_the_code():
