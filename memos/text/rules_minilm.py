@@ -7,8 +7,8 @@ question "is this a rule the user sets?" by training only its biases and layer n
 numbers, "BitFit") and a linear head on its mean-pooled output; those numbers ship with the
 package (``rules_minilm.npz``), and ONNX Runtime puts them in place of the model's own when it
 loads the model (the model file is the user's, unchanged). The sentence's score is the mean of
-the two models' log-odds; the threshold was chosen on the corpus's English train split, each
-fifth of it scored by weights fitted on the other four (``benchmarks/rules_minilm.py``). Chinese, Japanese and Korean
+the two models' log-odds; the threshold was chosen on the fifth of the corpus's English train
+split that these weights were not fitted on (``benchmarks/rules_minilm.py``). Chinese, Japanese and Korean
 sentences are judged by the n-gram model alone (the model's vocabulary is English), as is
 every sentence when the model cannot be loaded.
 """
