@@ -96,6 +96,11 @@ class ContextAssembler:
             tokens = self.counter.count_message(msg)
         return msg, tokens
 
+    def share(self, share: float) -> int:
+        """``share`` of the room the request leaves the prompt: the budget less the tool
+        schemas, which every request carries (sections and paging thresholds are its shares)."""
+        return int(max(0, self.settings.budget_tokens - self.tools_tokens) * share)
+
     def message_cap(self, unit_size: int) -> int:
         """The most tokens one message of a unit of ``unit_size`` messages is shown with: its
         share of the hot tier's target, or of what the system messages, the tool schemas and a
@@ -103,7 +108,7 @@ class ContextAssembler:
         under a small budget is clipped to fit, not refused)."""
         s = self.settings
         fixed = self.tools_tokens + sum(m.tokens for m in self.state.system) + s.pinned_max_tokens
-        return max(_MIN_CLIP_TOKENS, min(s.hot_target_tokens, s.budget_tokens - fixed) // max(1, unit_size))
+        return max(_MIN_CLIP_TOKENS, min(self.share(s.hot_target), s.budget_tokens - fixed) // max(1, unit_size))
 
     def render(self, m: Message, cap: int, names: dict[str, str]) -> tuple[dict[str, Any], int]:
         compacted = m.id in self.state.compacted
@@ -319,11 +324,12 @@ class ContextAssembler:
                        ) -> tuple[dict[str, Any] | None, int]:
         text = self.relevance_text(query)
         shown = self.shown_pins(query, pinned_room)
-        key = ("facts", self.cold.version, text, room, shown)
+        cap = max(32, self.share(self.settings.facts_share))
+        key = ("facts", self.cold.version, text, room, shown, cap)
         hit = self._section_cache.get(key)
         if hit is not None:
             return hit
-        limit = self.settings.facts_max_tokens if room is None else min(room, self.settings.facts_max_tokens)
+        limit = cap if room is None else min(room, cap)
         chosen: list[str] = []
         msg = None
         tokens = 0
@@ -361,11 +367,12 @@ class ContextAssembler:
         if self.state.summary is None:
             return None, 0
         text_for = self.relevance_text(query)
-        key = ("summary", self.state.summary.version, room, text_for)
+        cap = max(32, self.share(self.settings.summary_share))
+        key = ("summary", self.state.summary.version, room, text_for, cap)
         hit = self._section_cache.get(key)
         if hit is not None:
             return hit
-        cap = self.settings.summary_max_tokens if room is None else min(room, self.settings.summary_max_tokens)
+        cap = cap if room is None else min(room, cap)
         text = self._summary_for(self.state.summary.text, text_for, cap)
         if room is not None:
             text = fit_summary(text, max(0, room - 40), self.counter) if room > 40 else ""
@@ -409,18 +416,18 @@ class ContextAssembler:
         return "\n".join(([OLDEST + ", ".join(left_ids)] if left_ids else []) + shown)
 
     def recall_section(self, query: str | None, room: int, hot: int | None = None) -> tuple[dict[str, Any] | None, int]:
-        """Recalled memory within ``room``: recall has its share of the budget, and the part of
+        """Recalled memory within ``room``: recall has its share (:meth:`share`), and the part of
         the hot tier's share that the hot tier (``hot`` tokens of it in this prompt) does not
         use (a new session's prompt is mostly what it recalls)."""
         text = self.relevance_text(query) if self.settings.auto_recall else ""
         if room <= 40:
             return None, 0
         hot = self.hot_tokens() if hot is None else hot
-        key = ("recall", *self.recall.cache_key(text), room, hot)
+        limit = min(room, max(32, self.share(self.settings.recall_share)) + max(0, self.share(self.settings.hot_target) - hot))
+        key = ("recall", *self.recall.cache_key(text), limit, hot)
         hit = self._section_cache.get(key)
         if hit is not None:
             return hit
-        limit = min(room, self.settings.recall_max_tokens + max(0, self.settings.hot_target_tokens - hot))
         lines = self.recall.lines(text, limit)
         out = self.fit_section(recall_message, lines, limit)
         if len(self._section_cache) > 128:
@@ -439,7 +446,7 @@ class ContextAssembler:
         archive."""
         if not self.recall.possible or not query.strip():
             return units
-        recent, floor = max(1, self.settings.keep_recent_units), self.settings.hot_target_tokens // 2
+        recent, floor = max(1, self.settings.keep_recent_units), self.share(self.settings.hot_target) // 2
         for i in range(len(units) - 1, -1, -1):
             floor -= self.unit_tokens(units[i])
             if floor < 0:
@@ -506,11 +513,12 @@ class ContextAssembler:
         left_out = self.hot_tokens() - hot_t if len(units) < every else 0  # recall's room, given back
         base = fixed + hot_t
         notice = None
-        # pressure is measured against the room paging works in (the budget less the recall
-        # reserve), so the notice comes before a demotion, whatever recall adds afterwards
-        paged = budget * (1.0 - (self.settings.recall_reserve if self.settings.auto_recall else 0.0))
-        if self.settings.pressure_notice and self.archive_offered and base > paged * self.settings.warning_threshold:
-            notice = pressure_message(min(1.0, base / paged))
+        # pressure is measured in the room paging works in (the budget less the tool schemas
+        # and the recall reserve), so the notice comes before a demotion, whatever recall adds
+        paged = max(1, self.share(1.0 - (self.settings.recall_reserve if self.settings.auto_recall else 0.0)))
+        used = base - self.tools_tokens
+        if self.settings.pressure_notice and self.archive_offered and used > paged * self.settings.warning_threshold:
+            notice = pressure_message(min(1.0, used / paged))
             if base + self.counter.count_message(notice) > budget:
                 notice = None
         room = budget - base - (self.counter.count_message(notice) if notice else 0)

@@ -109,9 +109,12 @@ class Compactor:
         if total > s.budget_tokens and self.pending is not None:
             self.finish_pending(wait=True)  # the prompt cannot wait for the background demotion
             total = self.assembler.total(extra, query, rooms)
-        # With auto-recall, the thresholds apply to the budget less the recall reserve.
-        scale = 1.0 - (s.recall_reserve if s.auto_recall else 0.0)
-        soft, hard, hot_target = int(s.soft_tokens * scale), int(s.hard_tokens * scale), int(s.hot_target_tokens * scale)
+        # The thresholds are shares of the room the conversation has: the budget less the tool
+        # schemas, which every request carries whatever is paged, and with auto-recall less
+        # the recall reserve too.
+        tools, scale = self.assembler.tools_tokens, 1.0 - (s.recall_reserve if s.auto_recall else 0.0)
+        soft, hard = (tools + self.assembler.share(t * scale) for t in (s.soft_threshold, s.hard_threshold))
+        hot_target = self.assembler.share(s.hot_target * scale)
         if total > soft:
             self.soft_compact(total - soft)
             total = self.assembler.total(extra, query, rooms)

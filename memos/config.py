@@ -24,23 +24,25 @@ class MemosSettings:
 
     # Prompt budget in tokens: the assembled context never exceeds it.
     budget_tokens: int = 8192
-    # Share of the budget above which old, already-used tool results become placeholders.
+    # The shares below are of the budget less the tool schemas a request carries (the
+    # pinned share excepted), and the paging thresholds of that less the recall reserve.
+    # Share above which old, already-used tool results become placeholders.
     soft_threshold: float = 0.60
-    # Share of the budget above which the oldest hot messages are demoted.
+    # Share above which the oldest hot messages are demoted.
     hard_threshold: float = 0.80
-    # Share of the budget the hot tier is brought down to by a demotion.
+    # Share the hot tier is brought down to by a demotion.
     hot_target: float = 0.50
-    # Share of the budget the rolling summary may take.
+    # Share the rolling summary may take.
     summary_share: float = 0.15
-    # Share of the budget the relevant (not pinned) facts may take.
+    # Share the relevant (not pinned) facts may take.
     facts_share: float = 0.10
-    # Share of the budget the pinned section may take. Explicit pins (pin()) must fit in it;
+    # Share of the whole budget the pinned section may take. Explicit pins (pin()) must fit in it;
     # rules pinned automatically are ranked (relevance, recency) and those past it are shown
     # as facts when relevant.
     pinned_share: float = 0.15
-    # Share of the budget recalled archival items may take.
+    # Share recalled archival items may take.
     recall_share: float = 0.60
-    # Share of the budget held back for recall: paging thresholds apply to the rest.
+    # Share held back for recall: paging thresholds apply to the rest.
     recall_reserve: float = 0.40
     # Bring archival items relevant to the latest user message (or query) into the prompt.
     auto_recall: bool = True
@@ -55,7 +57,7 @@ class MemosSettings:
     recall_top_k: int = 60
     # Auto-recall ignores dense matches less similar than this (cosine) to the user message.
     recall_min_similarity: float = 0.20
-    # Share of the budget above which the agent sees a memory-pressure notice.
+    # Share of the room paging works in above which the agent sees a memory-pressure notice.
     warning_threshold: float = 0.70
     # Show that notice at all.
     pressure_notice: bool = True
@@ -121,39 +123,21 @@ class MemosSettings:
             raise ValueError(f"recall_reserve must be in [0, 0.8), got {self.recall_reserve!r}")
 
     @property
-    def soft_tokens(self) -> int:
-        """Token count above which soft compaction runs."""
-        return int(self.budget_tokens * self.soft_threshold)
-
-    @property
-    def hard_tokens(self) -> int:
-        """Token count above which a demotion runs."""
-        return int(self.budget_tokens * self.hard_threshold)
-
-    @property
     def hot_target_tokens(self) -> int:
-        """Token count the hot tier is brought down to by a demotion."""
+        """The hot target's share of the whole budget, in tokens (a prompt's pager applies
+        the share to the budget less that request's tool schemas and the recall reserve)."""
         return int(self.budget_tokens * self.hot_target)
 
     @property
     def summary_max_tokens(self) -> int:
-        """Largest size of the rolling summary, in tokens."""
+        """Largest size of the stored rolling summary, in tokens (a prompt shows at most the
+        summary's share of the budget less that request's tool schemas)."""
         return max(32, int(self.budget_tokens * self.summary_share))
-
-    @property
-    def facts_max_tokens(self) -> int:
-        """Largest size of the relevant-facts section, in tokens."""
-        return max(32, int(self.budget_tokens * self.facts_share))
 
     @property
     def pinned_max_tokens(self) -> int:
         """Largest size of the pinned section, in tokens."""
         return max(32, int(self.budget_tokens * self.pinned_share))
-
-    @property
-    def recall_max_tokens(self) -> int:
-        """Largest size of the recalled-memory section, in tokens."""
-        return max(32, int(self.budget_tokens * self.recall_share))
 
     @classmethod
     def from_env(cls, base: MemosSettings | None = None, environ: dict[str, str] | None = None) -> MemosSettings:

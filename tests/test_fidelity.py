@@ -145,6 +145,31 @@ def test_budget_counts_memos_own_tools_by_default_and_the_tools_given(store):
             mem.context(tools="search")  # type: ignore[arg-type]
 
 
+def test_tool_schemas_do_not_crowd_the_conversation_out(make_memory):
+    # The schemas are a fixed cost of every request: with them, the conversation pages as it
+    # would at the budget less their tokens, not as if they were old messages to make room for.
+    rng = random.Random(3)
+    words = ["museum", "river", "market", "garden", "train", "bakery", "castle", "harbour"]
+    turns = [[user(f"On day {i} I went to the {rng.choice(words)} with my sister and we talked about the "
+                   f"{rng.choice(words)} for a long while."),
+              assistant(f"That sounds lovely; the {rng.choice(words)} near the {rng.choice(words)} is worth a visit.")]
+             for i in range(50)]
+    with_tools = make_memory(user="a", budget=2048, tools=None)  # memos' own schemas
+    schemas = with_tools.counter.count_tools(with_tools.tools())
+    without = make_memory(user="b", budget=2048 - schemas)
+    shown: dict[str, list[int]] = {"with-tools": [], "without": []}
+    for turn in turns:
+        for mem, key in ((with_tools, "with-tools"), (without, "without")):
+            mem.add(turn[0])
+            ctx = mem.context()
+            assert mem.counter.count_messages(ctx) + (schemas if mem is with_tools else 0) <= 2048
+            shown[key].append(sum(1 for m in ctx if m["role"] in ("user", "assistant")))
+            mem.add(turn[1])
+    assert schemas > 400
+    assert with_tools.stats().demotions <= without.stats().demotions + 1
+    assert sum(shown["with-tools"][20:]) >= sum(shown["without"][20:]) - 10
+
+
 def test_a_large_retrieve_result_is_clipped_as_valid_json(make_memory):
     mem = make_memory(budget=1024)
     for i in range(60):
