@@ -515,7 +515,7 @@ class ContextAssembler:
         notice = None
         # pressure is measured in the room paging works in (the budget less the tool schemas
         # and the recall reserve), so the notice comes before a demotion, whatever recall adds
-        paged = max(1, self.share(1.0 - (self.settings.recall_reserve if self.settings.auto_recall else 0.0)))
+        paged = max(1, self.share(self.settings.paged_share))
         used = base - self.tools_tokens
         if self.settings.pressure_notice and self.archive_offered and used > paged * self.settings.warning_threshold:
             notice = pressure_message(min(1.0, used / paged))

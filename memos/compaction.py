@@ -112,7 +112,7 @@ class Compactor:
         # The thresholds are shares of the room the conversation has: the budget less the tool
         # schemas, which every request carries whatever is paged, and with auto-recall less
         # the recall reserve too.
-        tools, scale = self.assembler.tools_tokens, 1.0 - (s.recall_reserve if s.auto_recall else 0.0)
+        tools, scale = self.assembler.tools_tokens, s.paged_share
         soft, hard = (tools + self.assembler.share(t * scale) for t in (s.soft_threshold, s.hard_threshold))
         hot_target = self.assembler.share(s.hot_target * scale)
         if total > soft:

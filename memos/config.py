@@ -123,6 +123,12 @@ class MemosSettings:
             raise ValueError(f"recall_reserve must be in [0, 0.8), got {self.recall_reserve!r}")
 
     @property
+    def paged_share(self) -> float:
+        """The share of the room that paging works in: all of it, or with auto-recall, what
+        the recall reserve leaves."""
+        return 1.0 - (self.recall_reserve if self.auto_recall else 0.0)
+
+    @property
     def hot_target_tokens(self) -> int:
         """The hot target's share of the whole budget, in tokens (a prompt's pager applies
         the share to the budget less that request's tool schemas and the recall reserve)."""
