@@ -477,9 +477,11 @@ class ContextAssembler:
         return [u for i, u in enumerate(units) if i in fixed or i in kept]
 
     def hot_tokens(self) -> int:
-        # compaction only adds to the set while the hot tier keeps its first message, so its size is enough
+        # compaction only adds to the set while the hot tier keeps its first message, so its size is
+        # enough; the cap changes with a request's tool schemas, and long messages are clipped to it
         hot = self.state.hot
-        key = (len(hot), hot[0].id if hot else "", hot[-1].id if hot else "", len(self.state.compacted))
+        key = (len(hot), hot[0].id if hot else "", hot[-1].id if hot else "", len(self.state.compacted),
+               self.message_cap(1))
         if self._hot_cache is not None and self._hot_cache[0] == key:
             return self._hot_cache[1]
         total = sum(self.unit_tokens(u) for u in group_units(self.state.hot))

@@ -170,6 +170,24 @@ def test_tool_schemas_do_not_crowd_the_conversation_out(make_memory):
     assert sum(shown["with-tools"][20:]) >= sum(shown["without"][20:]) - 10
 
 
+def test_a_request_with_fewer_tools_than_counted_stays_within_budget(make_memory):
+    # add() measures the hot tier with the constructor's tools, under which each receipt's image
+    # is left out; a request without them has room for the images, so the hot tier is measured
+    # again, not taken from what add() measured
+    mem = make_memory(budget=1700, tools=None)  # memos' own schemas
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "iVBORw0KGgo" * 2000}}
+    for k in range(3):
+        mem.add(user([{"type": "text", "text": f"Here is the receipt for order ORD-552{k}."}, image]))
+        mem.add(assistant(f"Thanks, I can see the receipt for ORD-552{k}."))
+    mem.add([user("When does it arrive?"), assistant("On Tuesday.")])
+    for tools in ([], None, []):
+        ctx = mem.context(tools=tools)
+        sent = mem.counter.count_tools(mem.tools()) if tools is None else 0
+        assert mem.counter.count_messages(ctx) + sent <= 1700
+    assert mem.stats().demotions >= 1  # with the images counted, the hot tier is over its threshold
+    assert all(f"ORD-552{k}" in text_of(mem.context(tools=[])) for k in range(3))
+
+
 def test_a_large_retrieve_result_is_clipped_as_valid_json(make_memory):
     mem = make_memory(budget=1024)
     for i in range(60):
