@@ -12,6 +12,7 @@ delegates to them.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -37,6 +38,8 @@ from .tools_schema import AGENT_TOOLS, handle_tool_call
 from .wiring import wire
 
 __all__ = ["Memory", "MemoryStats", "PagingEvent", "Rollback"]
+
+log = logging.getLogger("memos.budget")
 
 
 class Memory:
@@ -117,6 +120,7 @@ class Memory:
         self._state, self._recall, self._assembler = parts.state, parts.recall, parts.assembler
         self._pins, self._archiver, self._compactor, self._tools = parts.pins, parts.archiver, parts.compactor, parts.tools
         self._budget_recorded = False
+        self._crowding_told = False
         self.store.attach(self)
 
     # -- messages and the prompt ---------------------------------------------------
@@ -157,7 +161,8 @@ class Memory:
         when the request carries none. ``reserve`` holds back tokens for what the request
         carries beyond these (an agent framework's own instructions, say). The
         memory-pressure notice, which asks the model to call ``archive``, is shown only
-        when the tools include memos' ``archive``.
+        when the tools include memos' ``archive``. When the tools and ``reserve`` take over
+        half the budget, one warning is logged (logger ``memos.budget``).
         Raises :class:`~memos.errors.BudgetExceeded` when content that may not be evicted
         (system messages, explicit pins, the newest units, the tool schemas) does not fit;
         rules pinned automatically never cause it.
@@ -166,6 +171,13 @@ class Memory:
             raise ValueError(f"reserve must be a non-negative int of tokens, got {reserve!r}")
         tokens, self._assembler.archive_offered = self._tools.measure(tools)
         self._assembler.tools_tokens = tokens + reserve
+        if 2 * (tokens + reserve) > self.settings.budget_tokens and not self._crowding_told:
+            self._crowding_told = True
+            log.warning("the tool schemas (%d tokens) and reserve (%d) take over half of the %d-token budget, "
+                        "leaving the conversation %d; pass only the tools the agent calls "
+                        "(tools=mem.tools(names=['retrieve']) is about half of memos' three) or raise the budget",
+                        tokens, reserve, self.settings.budget_tokens,
+                        max(0, self.settings.budget_tokens - tokens - reserve))
         query_msg, extra = self._assembler.query_message(query)
         rooms = self._compactor.page(extra, query, strict=True)
         return self._assembler.build(query_msg, query, rooms)

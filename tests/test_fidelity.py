@@ -5,6 +5,7 @@ references stay hot, corrections supersede across kinds."""
 from __future__ import annotations
 
 import json
+import logging
 import random
 import tempfile
 from pathlib import Path
@@ -168,6 +169,21 @@ def test_tool_schemas_do_not_crowd_the_conversation_out(make_memory):
     assert schemas > 400
     assert with_tools.stats().demotions <= without.stats().demotions + 1
     assert sum(shown["with-tools"][20:]) >= sum(shown["without"][20:]) - 10
+
+
+def test_a_small_budget_mostly_taken_by_tool_schemas_is_warned_about_once(make_memory, caplog):
+    small = make_memory(user="a", budget=1024, tools=None)  # memos' three schemas: over half
+    fitting = make_memory(user="b", budget=1024)
+    with caplog.at_level(logging.WARNING, logger="memos"):
+        for mem in (small, fitting):
+            mem.add([user("Hello there."), assistant("Hi!")])
+            mem.context()
+            mem.context()
+        fitting.context(tools=fitting.tools(names=["retrieve"]))
+    told = [r.getMessage() for r in caplog.records if "tool schemas" in r.getMessage()]
+    schemas = small.counter.count_tools(small.tools())
+    assert len(told) == 1 and f"({schemas} tokens)" in told[0] and "1024-token budget" in told[0]
+    assert small.counter.count_tools(small.tools(names=["retrieve"])) <= 1024 // 2
 
 
 def test_a_request_with_fewer_tools_than_counted_stays_within_budget(make_memory):
