@@ -31,7 +31,7 @@ op = st.one_of(
     st.tuples(st.just("constraint"), st.sampled_from(["I never fly before 9am.", "Budget at most $200.", "不要辣的。"])),
     st.tuples(st.just("pin"), st.integers(min_value=0, max_value=10_000)),
     st.tuples(st.just("chain"), st.tuples(st.integers(1, 3), st.integers(0, 3), st.one_of(text, big_text))),
-    st.tuples(st.just("context"), st.none()),
+    st.tuples(st.just("context"), st.sampled_from(["all", "retrieve", "none"])),
     st.tuples(st.just("image"), st.tuples(st.one_of(text, big_text), st.sampled_from(["low", "high", None]))),
 )
 
@@ -48,9 +48,13 @@ def memo_settings(draw):
                          summary_share=share, keep_recent_units=keep, full_resummary_every=draw(st.integers(1, 4)))
 
 
-def check_context(mem: Memory, pinned_texts: list[str], in_flight_id: str | None, rules: list[str] = ()) -> None:
-    # the request carries memos' tools when the budget can hold them: messages and tools together fit
-    tools = mem.tools() if mem.settings.budget_tokens >= 1200 else []
+def check_context(mem: Memory, pinned_texts: list[str], in_flight_id: str | None, rules: list[str] = (),
+                  sent: str = "all") -> None:
+    # the request carries memos' tools (all, or retrieve alone) when the budget can hold them, else
+    # none, whatever add() counted (the constructor's tools): messages and tools together fit
+    budget = mem.settings.budget_tokens
+    tools = (mem.tools() if sent == "all" and budget >= 1200 else
+             mem.tools(names=["retrieve"]) if sent != "none" and budget >= 800 else [])
     ctx = mem.context(tools=tools)
     assert mem.counter.count_messages(ctx) + mem.counter.count_tools(tools) <= mem.settings.budget_tokens
     assert find_orphans(ctx) == []
@@ -90,7 +94,7 @@ def test_paging_invariants_hold_for_random_sessions(ops, conf):
         try:
             for kind, arg in ops:
                 if kind == "context":
-                    check_context(mem, pinned_texts, in_flight, rules)
+                    check_context(mem, pinned_texts, in_flight, rules, arg)
                     continue
                 if kind == "pin":
                     logged = mem.history()
