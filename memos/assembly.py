@@ -101,6 +101,10 @@ class ContextAssembler:
         schemas, which every request carries (sections and paging thresholds are its shares)."""
         return int(max(0, self.settings.budget_tokens - self.tools_tokens) * share)
 
+    def section_cap(self, share: float) -> int:
+        """The most tokens a section with ``share`` of the room may take (at least 32)."""
+        return max(32, self.share(share))
+
     def message_cap(self, unit_size: int) -> int:
         """The most tokens one message of a unit of ``unit_size`` messages is shown with: its
         share of the hot tier's target, or of what the system messages, the tool schemas and a
@@ -324,7 +328,7 @@ class ContextAssembler:
                        ) -> tuple[dict[str, Any] | None, int]:
         text = self.relevance_text(query)
         shown = self.shown_pins(query, pinned_room)
-        cap = max(32, self.share(self.settings.facts_share))
+        cap = self.section_cap(self.settings.facts_share)
         key = ("facts", self.cold.version, text, room, shown, cap)
         hit = self._section_cache.get(key)
         if hit is not None:
@@ -367,7 +371,7 @@ class ContextAssembler:
         if self.state.summary is None:
             return None, 0
         text_for = self.relevance_text(query)
-        cap = max(32, self.share(self.settings.summary_share))
+        cap = self.section_cap(self.settings.summary_share)
         key = ("summary", self.state.summary.version, room, text_for, cap)
         hit = self._section_cache.get(key)
         if hit is not None:
@@ -423,7 +427,7 @@ class ContextAssembler:
         if room <= 40:
             return None, 0
         hot = self.hot_tokens() if hot is None else hot
-        limit = min(room, max(32, self.share(self.settings.recall_share)) + max(0, self.share(self.settings.hot_target) - hot))
+        limit = min(room, self.section_cap(self.settings.recall_share) + max(0, self.share(self.settings.hot_target) - hot))
         key = ("recall", *self.recall.cache_key(text), limit, hot)
         hit = self._section_cache.get(key)
         if hit is not None:
