@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from memos import Memory, MemosSettings
 from memos.patterns import find_identifiers
+from memos.tiers.hot import clip_json
 from memos.tiers.warm import ExtractiveSummarizer, SummaryPlan
 from memos.tokens import default_counter
 
@@ -91,3 +92,52 @@ def test_no_id_of_the_session_is_lost_when_the_summariser_drops_them(ops, seed, 
             assert not lost, f"lost {lost} after {mem.stats().demotions} demotions"
         finally:
             mem.close()
+
+
+NOTE = "clipped; full text in the memory log as message m1"
+
+
+def test_a_clipped_tool_result_keeps_a_short_hit_whole_and_cuts_no_id_in_half():
+    count = default_counter().count
+    result = {"status": "ok", "hits": [
+        {"text": "fact booking reference: PNR-55120", "score": 0.61},
+        {"text": "user: I never fly Ryanair. " + "The trip notes go on about hotels and trains. " * 12
+                 + "The seat is 14C on flight TP-1234.", "score": 0.42},
+        {"text": "assistant: " + "Here is a long answer about the weather in Porto. " * 12
+                 + "Reference ORD-77120 was refunded.", "score": 0.40}]}
+    text = json.dumps(result)
+    for cap in (60, 90, 120, 160, 220):
+        out = clip_json(text, cap, count, NOTE)
+        data = json.loads(out)  # still JSON
+        assert count(out) <= cap or data == {"_memos": NOTE}
+        if data == {"_memos": NOTE}:
+            continue
+        assert data["hits"][0]["text"] == "fact booking reference: PNR-55120"
+        # every id shown is an id of the result (or of the note): none is the cut-off head of one
+        assert set(find_identifiers(out)) <= set(find_identifiers(text)) | set(find_identifiers(NOTE))
+    roomy = json.loads(clip_json(text, 160, count, NOTE))
+    assert {"PNR-55120", "TP-1234", "ORD-77120"} <= set(find_identifiers(json.dumps(roomy)))
+
+
+ids = st.one_of(st.integers(0, 10**7).map(lambda n: f"PNR-{n}"), st.integers(0, 99_999).map(lambda n: f"ORD-{n:05d}"),
+                st.integers(1, 999).map(lambda n: f"user{n}@example.com"),
+                st.dates().map(lambda d: d.isoformat()))
+words = st.sampled_from(["the", "trip", "notes", "hotel", "train", "seat", "订单", "物流", "好的，", "refund", "weather"])
+strings = st.lists(st.one_of(ids, ids, words), max_size=40).map(" ".join)
+json_values = st.recursive(st.one_of(strings, st.integers(), st.none()),
+                           lambda kids: st.one_of(st.lists(kids, max_size=12),
+                                                  st.dictionaries(st.sampled_from("abcdefghijkl"), kids, max_size=10)),
+                           max_leaves=40)
+
+
+@settings(max_examples=150, deadline=None)
+@given(value=st.one_of(st.lists(json_values, max_size=12), st.dictionaries(st.sampled_from("abcdefghijkl"), json_values)),
+       cap=st.integers(20, 400))
+def test_clipped_json_is_json_within_the_cap_and_never_shows_half_an_id(value, cap):
+    count = default_counter().count
+    text = json.dumps(value, ensure_ascii=False)
+    out = clip_json(text, cap, count, NOTE)
+    assert out is not None
+    data = json.loads(out)
+    assert count(out) <= cap or data == {"_memos": NOTE}
+    assert set(find_identifiers(out)) <= set(find_identifiers(text)) | set(find_identifiers(NOTE))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..messages import Message
+from ..patterns import IDENTIFIER
 
 __all__ = ["Unit", "clip_json", "group_units", "placeholder", "render_text"]
 
@@ -128,14 +129,36 @@ def _part_text(part: dict[str, Any]) -> str:
     return f"[{kind}]"
 
 
-_SHRINK_STEPS = ((400, 40), (200, 20), (100, 10), (60, 5), (30, 3), (15, 2), (8, 1))
+_ITEM_STEPS = (40, 20, 10, 5, 3, 2, 1)
+_MIN_CHARS = 8
+_USEFUL_CHARS = 80
+
+
+def _cut(s: str, chars: int, keep_ids: bool, spans: Sequence[tuple[int, int, str]]) -> str:
+    """``s`` cut to about ``chars`` characters, never inside one of its identifier ``spans``;
+    with ``keep_ids`` the identifiers of the cut-off tail follow the ellipsis."""
+    if len(s) <= chars:
+        return s
+    end = chars
+    for start, stop, _ in spans:
+        if start >= end:
+            break
+        if stop > end:
+            end = stop if keep_ids or stop - end <= 40 else start
+            break
+    if end >= len(s):
+        return s
+    head = s[:end]
+    tail = list(dict.fromkeys(t for start, _, t in spans if start >= end and t not in head)) if keep_ids else []
+    return head + "…" + ("(" + ", ".join(tail) + ")" if tail else "")
 
 
 def clip_json(text: str, max_tokens: int, count: Callable[[str], int], note: str) -> str | None:
     """``text`` (a JSON object or array) cut to about ``max_tokens`` tokens and still valid
-    JSON: long strings are shortened, long arrays keep their first items, and ``note`` (where
-    the full text is) is added under ``"_memos"`` (or as the last item of an array). None when
-    ``text`` is not a JSON object or array."""
+    JSON: long strings are shortened (the longest most, never inside an identifier, and the
+    identifiers of a cut-off tail kept while they fit), long arrays keep their first items, and
+    ``note`` (where the full text is) is added under ``"_memos"`` (or as the last item of an
+    array). None when ``text`` is not a JSON object or array."""
     try:
         value = json.loads(text)
     except (ValueError, TypeError):
@@ -143,15 +166,22 @@ def clip_json(text: str, max_tokens: int, count: Callable[[str], int], note: str
     if not isinstance(value, (dict, list)):
         return None
 
-    def shrink(v: Any, chars: int, items: int) -> Any:
+    spans: dict[str, list[tuple[int, int, str]]] = {}
+
+    def shrink(v: Any, chars: int, items: int, keep_ids: bool) -> Any:
         if isinstance(v, str):
-            return v if len(v) <= chars else v[:chars] + "…"
+            if len(v) <= chars:
+                return v
+            if v not in spans:
+                spans[v] = [(m.start(), m.end(), t) for m in IDENTIFIER.finditer(v)
+                            if len(t := m.group(0).strip().rstrip(".,;:")) >= 3]
+            return _cut(v, chars, keep_ids, spans[v])
         if isinstance(v, list):
-            kept = [shrink(x, chars, items) for x in v[:items]]
+            kept = [shrink(x, chars, items, keep_ids) for x in v[:items]]
             return kept + ([f"… {len(v) - items} more"] if len(v) > items else [])
         if isinstance(v, dict):
             keys = list(v)[: max(items, 8)]
-            out = {k: shrink(v[k], chars, items) for k in keys}
+            out = {k: shrink(v[k], chars, items, keep_ids) for k in keys}
             if len(v) > len(keys):
                 out["…"] = f"{len(v) - len(keys)} more fields"
             return out
@@ -164,8 +194,30 @@ def clip_json(text: str, max_tokens: int, count: Callable[[str], int], note: str
             v = [*v, {"_memos": note}]
         return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
 
-    for chars, items in _SHRINK_STEPS:
-        out = dump(shrink(value, chars, items))
-        if count(out) <= max_tokens:
-            return out
+    def longest(v: Any) -> int:
+        if isinstance(v, str):
+            return len(v)
+        children = v.values() if isinstance(v, dict) else v if isinstance(v, list) else ()
+        return max((longest(x) for x in children), default=0)
+
+    def fitted(chars: int, items: int, keep_ids: bool) -> str | None:
+        out = dump(shrink(value, chars, items, keep_ids))
+        return out if count(out) <= max_tokens else None
+
+    top = max(longest(value), _MIN_CHARS)
+    for keep_ids in (True, False):
+        for floor in (min(top, _USEFUL_CHARS), _MIN_CHARS):  # fewer items read whole before many stubs
+            for items in _ITEM_STEPS:
+                best = fitted(floor, items, keep_ids)
+                if best is None:
+                    continue
+                lo, hi = floor, top  # the longest cut that fits: short strings stay whole, long ones give way
+                while lo < hi:
+                    mid = (lo + hi + 1) // 2
+                    out = fitted(mid, items, keep_ids)
+                    if out is None:
+                        hi = mid - 1
+                    else:
+                        lo, best = mid, out
+                return best
     return json.dumps({"_memos": note}, ensure_ascii=False)
