@@ -45,7 +45,7 @@ ADDRESS = re.compile(
     rf"\b\d{{1,5}}[A-Z]?,? (?:{_STREET})"
     rf"(?:,? (?:(?:[A-Z][a-zà-ú]+ )?{_POSTCODE}(?: [A-Z][a-zà-ú]+)?|[A-Z][a-zà-ú]+(?: {_POSTCODE})?))?"
 )
-_ZH_ADDRESS = re.compile(r"[\u4e00-\u9fff]{2,}(?:路|街|大道|巷)\d+号(?:[\u4e00-\u9fff\d]*室)?")
+_ZH_ADDRESS = re.compile(r"[\u4e00-\u9fff]{2,30}(?:路|街|大道|巷)\d+号(?:[\u4e00-\u9fff\d]*室)?")
 
 # Tastes ("I love hiking") are kept as unpinned preferences, found when relevant; rules the
 # user sets are found by the rule classifier (memos.text.rules) and pinned.

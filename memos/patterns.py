@@ -12,15 +12,15 @@ _L = r"(?<![A-Za-z0-9_])"
 _R = r"(?![A-Za-z0-9_])"
 _IDENTIFIER_PARTS = [
     r"https?://[^\s<>\"')\]\u3000-\u303f\uff00-\uffef]+",  # URLs (they end at CJK punctuation)
-    r"[A-Za-z0-9.+_-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+",  # emails
+    r"(?<![A-Za-z0-9.+_-])[A-Za-z0-9.+_-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+",  # emails (from the start of a run: linear)
     r"(?<![\w/])(?:~|\.{1,2})?/(?:[\w.-]+/)*[\w.-]+\.\w+",  # unix file paths with an extension
     r"[A-Za-z]:\\(?:[\w .-]+\\)*[\w .-]+",  # windows paths
     rf"{_L}\d{{4}}-\d{{2}}-\d{{2}}(?:[T ]\d{{2}}:\d{{2}}(?::\d{{2}})?)?{_R}",  # ISO dates (before the codes below)
     rf"{_L}[A-Z]{{2,}}[A-Z0-9]*[-_#]?\d[A-Za-z0-9_-]*{_R}",  # ORD-12345, INV2024, TKT-88-A
-    rf"{_L}(?=[A-Za-z0-9-]*\d)(?=[A-Za-z0-9-]*[A-Z])[A-Z0-9][A-Za-z0-9]*-[A-Za-z0-9-]+{_R}",  # A1-B2 codes
+    rf"{_L}(?=[A-Za-z0-9-]{{0,63}}\d)(?=[A-Za-z0-9-]{{0,63}}[A-Z])[A-Z0-9][A-Za-z0-9]*-[A-Za-z0-9-]+{_R}",  # A1-B2 codes
     rf"{_L}(?=[A-Z0-9]*[A-Z])(?=[A-Z0-9]*\d)[A-Z0-9]{{8,}}{_R}",  # 1Z999AA10123456784 (tracking numbers)
     r"[$€£¥]\s?\d[\d,]*(?:\.\d+)?",  # amounts with a currency sign
-    rf"{_L}\d[\d,]*(?:\.\d+)?\s?(?:USD|EUR|GBP|CNY|RMB|JPY|dollars|euros|元|块)",  # amounts with a unit
+    rf"{_L}\d[\d,]{{0,31}}(?:\.\d+)?\s?(?:USD|EUR|GBP|CNY|RMB|JPY|dollars|euros|元|块)",  # amounts with a unit
     rf"{_L}\d{{1,2}}/\d{{1,2}}/\d{{2,4}}{_R}",  # 5/8/2023
     rf"{_L}(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*\.? \d{{1,2}}(?:st|nd|rd|th)?,? \d{{4}}{_R}",
     rf"{_L}\d{{1,2}} (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*,? \d{{4}}{_R}",

@@ -40,7 +40,7 @@ _MY_X_IS_ZH = re.compile(r"我(?:的|([\u4e00-\u9fff]{1,3})的)([\u4e00-\u9fff]{
 # does "and" before another subject ("Li Wei and my birthday is May 29")
 _NEXT_CLAUSE = re.compile(r"(?:,\s*(?:and|but|so|or|because|since|though|although|which|if|when|while|i|i'm|you|we|he|"
                           r"she|it|they|can|could|would|will|please|do|does|did|is|are|what|how|why|where|who)\b|"
-                          r"\s+(?:and|but)\s+(?:my|i|i'm|we|it's)\b).*",
+                          r"(?<!\s)\s+(?:and|but)\s+(?:my|i|i'm|we|it's)\b).*",
                           re.IGNORECASE | re.DOTALL)
 _DIGIT = re.compile(r"\d")
 _CAPITAL = re.compile(r"(?:^|\s)[A-Z][a-z]")

@@ -26,7 +26,7 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import bindparam, text
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
@@ -39,6 +39,8 @@ _HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _TOKEN = re.compile(rf"[{_HAN}]+|[^\W_{_HAN}]+(?:[-_./@:#][^\W_{_HAN}]+)*", re.UNICODE)
 _IS_HAN = re.compile(rf"[{_HAN}]")
 _MAX_TERMS = 128
+_DELETE_BATCH = 500
+_MAX_PARTS = 8  # a term's first parts: a longer one (a-b-c-…, pasted) is no rarer for the rest
 
 
 def tokens(text_: str) -> list[str]:
@@ -62,7 +64,9 @@ def index_text(text_: str) -> str:
 def query_terms(query: str, limit: int = _MAX_TERMS) -> list[str]:
     """The terms a query is matched by: words of two characters or more that are not stop
     words, identifiers, and the bigrams of Chinese runs (a lone character when the run is one)."""
-    terms: list[str] = []
+    terms: dict[str, None] = {}
+    if limit <= 0:
+        return []
     for m in _TOKEN.finditer(query.lower()):
         w = m.group(0)
         if _IS_HAN.match(w):
@@ -71,8 +75,11 @@ def query_terms(query: str, limit: int = _MAX_TERMS) -> list[str]:
             grams = [w]
         else:
             grams = []
-        terms.extend(g for g in grams if g not in terms)
-    return terms[:limit]
+        for g in grams:
+            terms.setdefault(g, None)
+            if len(terms) >= limit:
+                return list(terms)
+    return list(terms)
 
 
 def _fts_phrase(term: str) -> str:
@@ -153,8 +160,10 @@ class KeywordIndex:
         """Drop the rows with these refs from the index."""
         if self.backend != "fts5":
             return
-        for ref in refs:
-            session.execute(text(f"DELETE FROM {self.name} WHERE ref = :ref"), {"ref": str(ref)})
+        keys = [str(r) for r in refs]
+        delete = text(f"DELETE FROM {self.name} WHERE ref IN :refs").bindparams(bindparam("refs", expanding=True))
+        for i in range(0, len(keys), _DELETE_BATCH):  # ref is not indexed: each statement reads the table once
+            session.execute(delete, {"refs": keys[i : i + _DELETE_BATCH]})
 
     def remove_namespaces(self, session: Session, namespace: str) -> None:
         """Drop every row of ``namespace`` and of the namespaces below it (``namespace/...``)."""
@@ -219,7 +228,7 @@ class KeywordIndex:
         for t in terms:
             if t not in self._df:
                 # a term that FTS5 splits (ord-12345) is a phrase: as common as its rarest part
-                parts = [p for p in re.split(r"[^\w]+", t) if p] or [t]
+                parts = [p for p in re.split(r"[^\w]+", t) if p][:_MAX_PARTS] or [t]
                 counts = []
                 for p in parts:
                     row = session.execute(text(f"SELECT doc FROM {self.name}_vocab WHERE term = :t"), {"t": p}).first()

@@ -118,8 +118,7 @@ class ColdTier:
             changes.append(self._apply_one(session, cand, now))
         session.flush()
         written = [ch.fact for ch in changes if ch.op is not FactOp.NOOP]
-        for fact in written:
-            self._index_fts(session, fact)
+        self._index_fts(session, written)
         if written:
             # the caches learn the new values once the transaction commits, and are rebuilt if it fails
             learned = [(normalize(f.value), f.key) for f in written]
@@ -392,9 +391,9 @@ class ColdTier:
         rows = s.exec(select(Fact).where(Fact.namespace == self.namespace, Fact.kind == row.kind, Fact.key == row.key)).all()
         return sorted(rows, key=lambda r: (r.source_seq, r.id or 0))
 
-    def _index_fts(self, s: Session, fact: Fact) -> None:
-        self.keywords.remove(s, [fact.id])
-        self.keywords.add(s, [(fact.id, self.namespace, f"{fact.key} {fact.value}")])
+    def _index_fts(self, s: Session, facts: Sequence[Fact]) -> None:
+        self.keywords.remove(s, [f.id for f in facts])
+        self.keywords.add(s, [(f.id, self.namespace, f"{f.key} {f.value}") for f in facts])
 
 
 def fact_keywords(engine: Engine) -> KeywordIndex:
