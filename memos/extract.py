@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from .messages import Message
-from .patterns import DECISION, FAILURE, IDENTIFIER, find_identifiers
+from .patterns import DECISION, FAILURE, find_identifiers, identifier_spans
 from .text.attributes import AttributeClassifier, default_attribute_classifier
 from .text.revocations import RevocationClassifier, default_revocation_classifier
 from .text.rules import RuleDetector, default_detector
@@ -201,11 +201,9 @@ class RuleExtractor:
                 cands.append(FactCandidate("identifier", "address", mt.group(0).strip(" ,."), src, seq, single=True))
 
     def _identifiers(self, text: str, src: tuple[str, ...], seq: int, cands: list[FactCandidate]) -> None:
-        for mt in IDENTIFIER.finditer(text):
-            ident = mt.group(0).strip().rstrip(".,;:")
-            if len(ident) >= 3:
-                cands.append(FactCandidate("identifier", ident, _snippet(text, mt.start(), mt.end()), src, seq,
-                                           confidence=0.9, once=True))
+        for start, end, ident in identifier_spans(text):
+            cands.append(FactCandidate("identifier", ident, _snippet(text, start, end), src, seq,
+                                       confidence=0.9, once=True))
 
 
 def identifier_facts(
@@ -219,12 +217,11 @@ def identifier_facts(
     out: list[FactCandidate] = []
     seen: set[str] = set()
     for text, ids, seq in sources:
-        for mt in IDENTIFIER.finditer(text):
-            ident = mt.group(0).strip().rstrip(".,;:")
-            if len(ident) < 3 or ident in seen or ident in covered or is_known(ident):
+        for start, end, ident in identifier_spans(text):
+            if ident in seen or ident in covered or is_known(ident):
                 continue
             seen.add(ident)
-            out.append(FactCandidate("identifier", ident, _snippet(text, mt.start(), mt.end()), ids, seq,
+            out.append(FactCandidate("identifier", ident, _snippet(text, start, end), ids, seq,
                                      confidence=0.9, once=True))
     return out
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["ACK", "DECISION", "FAILURE", "GOAL", "IDENTIFIER", "find_identifiers"]
+__all__ = ["ACK", "DECISION", "FAILURE", "GOAL", "IDENTIFIER", "find_identifiers", "identifier_spans"]
 
 # Boundaries are ASCII-only: an id glued to Chinese text ("订单号是ORD-88123，") is still an id,
 # where \b would see no boundary between two word characters.
@@ -48,11 +48,17 @@ FAILURE = re.compile(
 )
 
 
-def find_identifiers(text: str) -> list[str]:
-    """Identifiers in ``text`` (ids, order numbers, amounts, dates, emails, URLs, paths, addresses), in order, unique."""
-    seen: dict[str, None] = {}
+def identifier_spans(text: str) -> list[tuple[int, int, str]]:
+    """Each identifier in ``text`` as ``(start, end, token)``, in order: ``end`` is where the
+    match ends, ``token`` the match without trailing punctuation (three characters or more)."""
+    out: list[tuple[int, int, str]] = []
     for m in IDENTIFIER.finditer(text):
         token = m.group(0).strip().rstrip(".,;:")
         if len(token) >= 3:
-            seen.setdefault(token, None)
-    return list(seen)
+            out.append((m.start(), m.end(), token))
+    return out
+
+
+def find_identifiers(text: str) -> list[str]:
+    """Identifiers in ``text`` (ids, order numbers, amounts, dates, emails, URLs, paths, addresses), in order, unique."""
+    return list(dict.fromkeys(token for _, _, token in identifier_spans(text)))

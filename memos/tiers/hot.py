@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..messages import Message
-from ..patterns import IDENTIFIER
+from ..patterns import identifier_spans
 
 __all__ = ["Unit", "clip_json", "group_units", "placeholder", "render_text"]
 
@@ -132,6 +132,7 @@ def _part_text(part: dict[str, Any]) -> str:
 _ITEM_STEPS = (40, 20, 10, 5, 3, 2, 1)
 _MIN_CHARS = 8
 _USEFUL_CHARS = 80
+_ID_OVERRUN = 40  # how far past the cut an id is carried whole when tails lose their ids
 
 
 def _cut(s: str, chars: int, keep_ids: bool, spans: Sequence[tuple[int, int, str]]) -> str:
@@ -144,7 +145,7 @@ def _cut(s: str, chars: int, keep_ids: bool, spans: Sequence[tuple[int, int, str
         if start >= end:
             break
         if stop > end:
-            end = stop if keep_ids or stop - end <= 40 else start
+            end = stop if keep_ids or stop - end <= _ID_OVERRUN else start
             break
     if end >= len(s):
         return s
@@ -173,8 +174,7 @@ def clip_json(text: str, max_tokens: int, count: Callable[[str], int], note: str
             if len(v) <= chars:
                 return v
             if v not in spans:
-                spans[v] = [(m.start(), m.end(), t) for m in IDENTIFIER.finditer(v)
-                            if len(t := m.group(0).strip().rstrip(".,;:")) >= 3]
+                spans[v] = identifier_spans(v)
             return _cut(v, chars, keep_ids, spans[v])
         if isinstance(v, list):
             kept = [shrink(x, chars, items, keep_ids) for x in v[:items]]
