@@ -202,7 +202,8 @@ class ContextAssembler:
         taken: list[tuple[str, int | None]] = []
         said: list[str] = []
         # a line whose words a line already taken holds verbatim (a rule and the pinned message
-        # it came from) is shown by that line: (its index, the fact id)
+        # it came from) is shown by that line: (its index, the fact id); a line holding the words
+        # of one taken before it takes that one's place, when it fits
         covered: list[tuple[int, int | None]] = []
         for line, fid, _seq, _conf in distinct + later:
             words = _said(line)
@@ -211,6 +212,13 @@ class ContextAssembler:
                 covered.append((by, fid))
                 continue
             cost = self.counter.count(line) + 2
+            inner = next((i for i, t in enumerate(said) if t and f" {t} " in f" {words} "), None)
+            grown = cost - self.counter.count(taken[inner][0]) - 2 if inner is not None else 0
+            if inner is not None and used + grown <= cap:
+                used += grown
+                covered.append((inner, taken[inner][1]))
+                taken[inner], said[inner] = (line, fid), words
+                continue
             if used + cost <= cap:
                 taken.append((line, fid))
                 said.append(words)

@@ -357,3 +357,32 @@ def test_the_english_model_does_not_rank_a_chinese_question_by_meaning():
     assert sims("帮我订一张去北京的机票。", ["出差只坐高铁，不坐飞机。"]) is None  # words rank instead
     english = sims("Book me a flight to Beijing.", ["Only take the train on business trips.", "出差只坐高铁。"])
     assert english is not None and english[0] > 0.1 and english[1] == 0.0
+
+
+class _Unsure:
+    """The default detector, less sure of every rule it finds than of a pinned message (0.5)."""
+
+    def judge(self, sentences):
+        from dataclasses import replace
+
+        from memos.text.rules import default_detector
+
+        return [replace(j, score=0.45) if j.is_rule else j for j in default_detector().judge(sentences)]
+
+
+def test_a_rule_is_pinned_once_whichever_of_its_lines_ranks_first(make_memory):
+    # the pinned message ("Never book ...") ranks before the fact holding the whole message
+    # (less sure); the fact holds the message's words, so it shows them, once
+    from memos.extract import RuleExtractor
+
+    mem = make_memory(budget=1024, extractor=RuleExtractor(detector=_Unsure()))
+    mem.add(user("The Lisbon trip was lovely. Never book me on a red-eye flight."))
+    for i in range(40):
+        mem.add(user(f"What is the weather like in Porto on day {i}?"))
+        mem.add(assistant(f"On day {i} Porto will be mild, around 18 degrees, with some clouds in the afternoon."))
+    assert not any("red-eye" in m.text for m in mem.hot())  # the message itself was demoted
+    pinned = mem.context()[0]["content"]
+    assert pinned.startswith(PINNED_HEADER)
+    assert pinned.count("red-eye") == 1
+    assert "The Lisbon trip was lovely. Never book me on a red-eye flight." in pinned
+    assert "more stated rule" not in pinned
