@@ -213,12 +213,13 @@ class ContextAssembler:
                 continue
             cost = self.counter.count(line) + 2
             inner = next((i for i, t in enumerate(said) if t and f" {t} " in f" {words} "), None)
-            grown = cost - self.counter.count(taken[inner][0]) - 2 if inner is not None else 0
-            if inner is not None and used + grown <= cap:
-                used += grown
-                covered.append((inner, taken[inner][1]))
-                taken[inner], said[inner] = (line, fid), words
-                continue
+            if inner is not None:
+                grown = cost - self.counter.count(taken[inner][0]) - 2
+                if used + grown <= cap:
+                    used += grown
+                    covered.append((inner, taken[inner][1]))
+                    taken[inner], said[inner] = (line, fid), words
+                    continue
             if used + cost <= cap:
                 taken.append((line, fid))
                 said.append(words)
