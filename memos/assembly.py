@@ -10,7 +10,6 @@ state, the cold tier and recall; it changes nothing but its caches.
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +22,7 @@ from .paging.guards import extract_constraints
 from .patterns import find_identifiers
 from .recall import Recall
 from .state import SessionState
-from .text.terms import content_terms
+from .text.terms import content_terms, line_words
 from .tiers.cold import ColdTier, Fact
 from .tiers.hot import Unit, clip_json, group_units, placeholder, render_text, tool_names
 from .tiers.warm import OLDEST, fit_summary, layers
@@ -65,7 +64,8 @@ class ContextAssembler:
         self.recall = recall
         self.tools_tokens = tools_tokens  # the tool schemas the request carries
         self.archive_offered = True  # whether they include memos' archive (the pressure notice asks for it)
-        self._pinned_shown: dict[tuple[Any, ...], frozenset[int]] = {}  # fact ids each cached pinned section shows
+        # what each cached pinned section shows: the fact ids, and the words of its lines
+        self._pinned_shown: dict[tuple[Any, ...], tuple[frozenset[int], tuple[str, ...]]] = {}
         self._render_cache: dict[tuple[str, int, bool], tuple[dict[str, Any], int]] = {}
         self._section_cache: dict[tuple[Any, ...], tuple[dict[str, Any] | None, int]] = {}
         self._hot_cache: tuple[tuple[Any, ...], int] | None = None
@@ -206,7 +206,7 @@ class ContextAssembler:
         # of one taken before it takes that one's place, when it fits
         covered: list[tuple[int, int | None]] = []
         for line, fid, _seq, _conf in distinct + later:
-            words = _said(line)
+            words = line_words(line)
             by = next((i for i, t in enumerate(said) if words and f" {words} " in f" {t} "), None)
             if by is not None:
                 covered.append((by, fid))
@@ -240,7 +240,7 @@ class ContextAssembler:
             self._section_cache = {k: v for k, v in self._section_cache.items() if k[0] != "pinned"}
             self._pinned_shown.clear()
         self._section_cache[key] = out
-        self._pinned_shown[key] = frozenset(shown)
+        self._pinned_shown[key] = (frozenset(shown), tuple(line_words(ln) for ln in lines + [ln for ln, _ in taken]))
         return out
 
     def _rank_rules(self, text: str, auto: list[tuple[str, int | None, int, float]], room: int
@@ -254,7 +254,7 @@ class ContextAssembler:
         wanted = content_terms(text)
         sims = None
         if text and sum(self.counter.count(a[0]) + 2 for a in auto) > room:
-            sims = self._similarities(text, [_said(a[0]) for a in auto])
+            sims = self._similarities(text, [line_words(a[0]) for a in auto])
         meaning = sims or [0.0] * len(auto)
         order = sorted(range(len(auto)), key=lambda i: (
             -(MEANING_WEIGHT * meaning[i] + min(2, len(wanted & content_terms(auto[i][0]))) + 2 * auto[i][3]),
@@ -311,6 +311,13 @@ class ContextAssembler:
 
     def shown_pins(self, query: str | None, room: int | None) -> frozenset[int]:
         """Ids of the pinned facts the pinned section shows for this query."""
+        return self._shown(query, room)[0]
+
+    def pinned_words(self, query: str | None, room: int | None) -> tuple[str, ...]:
+        """The words of each line the pinned section shows for this query (:func:`line_words`)."""
+        return self._shown(query, room)[1]
+
+    def _shown(self, query: str | None, room: int | None) -> tuple[frozenset[int], tuple[str, ...]]:
         key = self._pinned_key(query, room)
         if key not in self._pinned_shown:
             self._section_cache.pop(key, None)
@@ -428,20 +435,23 @@ class ContextAssembler:
         left_ids = [x for x in ids if not any(x in ln for ln in shown)]
         return "\n".join(([OLDEST + ", ".join(left_ids)] if left_ids else []) + shown)
 
-    def recall_section(self, query: str | None, room: int, hot: int | None = None) -> tuple[dict[str, Any] | None, int]:
+    def recall_section(self, query: str | None, room: int, hot: int | None = None, pinned_room: int | None = None
+                       ) -> tuple[dict[str, Any] | None, int]:
         """Recalled memory within ``room``: recall has its share (:meth:`share`), and the part of
         the hot tier's share that the hot tier (``hot`` tokens of it in this prompt) does not
-        use (a new session's prompt is mostly what it recalls)."""
+        use (a new session's prompt is mostly what it recalls). A message the pinned section
+        (with ``pinned_room``) shows in full is not recalled again."""
         text = self.relevance_text(query) if self.settings.auto_recall else ""
         if room <= 40:
             return None, 0
         hot = self.hot_tokens() if hot is None else hot
         limit = min(room, self.section_cap(self.settings.recall_share) + max(0, self.share(self.settings.hot_target) - hot))
-        key = ("recall", *self.recall.cache_key(text), limit, hot)
+        pinned = self.pinned_words(query, pinned_room)
+        key = ("recall", *self.recall.cache_key(text), limit, hot, pinned)
         hit = self._section_cache.get(key)
         if hit is not None:
             return hit
-        lines = self.recall.lines(text, limit)
+        lines = self.recall.lines(text, limit, pinned)
         out = self.fit_section(recall_message, lines, limit)
         if len(self._section_cache) > 128:
             self._section_cache.clear()
@@ -506,7 +516,7 @@ class ContextAssembler:
         _, pinned = self.pinned_section(query, rooms.pinned)
         _, facts = self.facts_section(query, rooms.facts, rooms.pinned)
         _, summary = self.summary_section(query, rooms.summary)
-        _, recall = self.recall_section(query, recall_room(rooms))
+        _, recall = self.recall_section(query, recall_room(rooms), pinned_room=rooms.pinned)
         return system + pinned + facts + summary + recall + self.hot_tokens() + extra + REPLY_PRIMING
 
     def build(self, query_msg: dict[str, Any] | None, query: str | None, rooms: Rooms) -> list[dict[str, Any]]:
@@ -537,7 +547,7 @@ class ContextAssembler:
             if base + self.counter.count_message(notice) > budget:
                 notice = None
         room = budget - base - (self.counter.count_message(notice) if notice else 0)
-        recalled, _ = self.recall_section(query, max(0, min(recall_room(rooms) + left_out, room)), hot_t)
+        recalled, _ = self.recall_section(query, max(0, min(recall_room(rooms) + left_out, room)), hot_t, rooms.pinned)
         out = assemble(
             system=[m.data for m in self.state.system],
             pinned=pinned,
@@ -549,16 +559,6 @@ class ContextAssembler:
             notice=notice,
         )
         return [copy.deepcopy(d) if ("tool_calls" in d or isinstance(d.get("content"), list)) else dict(d) for d in out]
-
-
-_WORDS = re.compile(r"\w+")
-_LABEL = re.compile(r"^(?:\(\w+, #\d+\) |[a-z_]+(?: [^:]{0,40})?: )")
-
-
-def _said(line: str) -> str:
-    """A pinned line's words without its label (``constraint:``, ``(user, #12)``), lower-cased,
-    punctuation and spacing dropped: what containment is checked on."""
-    return " ".join(_WORDS.findall(_LABEL.sub("", line, count=1).lower()))
 
 
 def _net_fact(f: Fact) -> bool:

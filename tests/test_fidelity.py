@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memos import Memory, MemosSettings, PinLimitExceeded
-from memos.paging.context import PINNED_HEADER, PRESSURE_HEADER, find_orphans
+from memos.paging.context import PINNED_HEADER, PRESSURE_HEADER, RECALL_HEADER, find_orphans
 from tests.conftest import assistant, needs_model, user
 from tests.test_rules import load_corpus
 
@@ -386,3 +386,21 @@ def test_a_rule_is_pinned_once_whichever_of_its_lines_ranks_first(make_memory):
     assert pinned.count("red-eye") == 1
     assert "The Lisbon trip was lovely. Never book me on a red-eye flight." in pinned
     assert "more stated rule" not in pinned
+
+
+def test_a_pinned_message_is_not_recalled_again(make_memory):
+    # the question finds the demoted rule's message by its words; the pinned section shows it
+    # in full, so the recalled section leaves it out
+    rule = "Never book me on a red-eye flight."
+    mem = make_memory(budget=1024)
+    mem.add(user(rule))
+    for i in range(40):
+        mem.add(user(f"What is the weather like in Porto on day {i}?"))
+        mem.add(assistant(f"On day {i} Porto will be mild, around 18 degrees, with some clouds in the afternoon."))
+    assert not any(rule in m.text for m in mem.hot())
+    ctx = mem.context(query="Which red-eye flight to Porto is cheapest? I need to book one.")
+    sections = {m["content"].split("\n", 1)[0]: m["content"] for m in ctx if m["role"] == "system"}
+    pinned = next(v for k, v in sections.items() if k.startswith(PINNED_HEADER))
+    recalled = next((v for k, v in sections.items() if k.startswith(RECALL_HEADER)), "")
+    assert rule in pinned
+    assert rule not in recalled, recalled

@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import re
 
-__all__ = ["STOP_WORDS", "content_terms"]
+__all__ = ["STOP_WORDS", "content_terms", "line_words"]
 
 _WORD = re.compile(r"[\w$€£¥.-]+|[\u4e00-\u9fff]+", re.UNICODE)
 STOP_WORDS = frozenset({
@@ -38,3 +38,13 @@ def content_terms(text: str, *, parts: bool = False) -> frozenset[str]:
             if len(part) >= 3 and part not in STOP_WORDS:
                 out.add(part)
     return frozenset(out)
+
+
+_WORDS = re.compile(r"\w+")
+_LABEL = re.compile(r"^(?:\(\w+, #\d+\) |[a-z_]+(?: [^:]{0,40})?: )")
+
+
+def line_words(line: str) -> str:
+    """A prompt line's words without its label (``constraint:``, ``user:``, ``(user, #12)``),
+    lower-cased, punctuation and spacing dropped: what one line holding another is checked on."""
+    return " ".join(_WORDS.findall(_LABEL.sub("", line, count=1).lower()))
