@@ -46,6 +46,20 @@ def test_batches_are_padded_to_their_longest_text_not_to_256():
     assert len(enc[0].ids) == len(enc[1].ids) < 20
 
 
+@needs_model
+def test_a_forward_pass_holds_at_most_batch_tokens_and_batching_does_not_change_a_vector():
+    emb = MiniLMEmbedder(EMBEDDING_DIR)
+    texts = [f"short note {i}" for i in range(40)] + [f"word{i} " * 200 for i in range(20)]
+    batches = list(emb._batches(texts))
+    assert sorted(i for b in batches for i in b) == list(range(60))
+    lengths = [sum(e.attention_mask) for e in emb._tokenizer.encode_batch(texts)]
+    assert all(len(b) * max(lengths[i] for i in b) <= emb.batch_tokens for b in batches)
+    assert len(batches[0]) == 40 and max(lengths[40:]) == 256  # short texts go together, long ones in eights
+    got = emb(texts)
+    alone = np.vstack([emb([texts[i]]) for i in (0, 39, 40, 59)])
+    assert np.allclose(alone, got[[0, 39, 40, 59]], atol=1e-4)
+
+
 def test_archive_reopen_retrieve(store):
     mem = Memory("s", store=store)
     item = mem.archive("The spare key is under the blue flower pot by the back door.", tags=["home"])
