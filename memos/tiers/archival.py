@@ -460,9 +460,11 @@ class ArchivalTier:
         best = sorted(scores, key=lambda i: -scores[i])[:CONTEXT_CANDIDATES]
         span = len(CONTEXT_WEIGHTS)
         with Session(self.engine) as s:
-            tops = s.exec(select(ArchiveItem.id, ArchiveItem.session, ArchiveItem.first_seq, ArchiveItem.last_seq)
-                          .where(col(ArchiveItem.id).in_(best), ArchiveItem.namespace == self.namespace,
-                                 col(ArchiveItem.kind).in_(TURN_KINDS), ArchiveItem.session != "")).all()
+            # by id alone, then filtered here: with the other terms in the query, SQLite walked the
+            # namespace's index (every item of the scope) instead of looking the ids up
+            rows = s.exec(select(ArchiveItem).options(*WITHOUT_TOKENS).where(col(ArchiveItem.id).in_(best))).all()
+            tops = [(r.id, r.session, r.first_seq, r.last_seq) for r in rows
+                    if r.namespace == self.namespace and r.kind in TURN_KINDS and r.session != ""]
             if not tops:
                 return scores
             turns = (ArchiveItem.namespace == self.namespace, col(ArchiveItem.session).in_(sorted({t[1] for t in tops})),
