@@ -64,8 +64,8 @@ class Recall:
     def lines(self, text: str, limit: int, pinned: Sequence[str] = ()) -> list[str]:
         """The recalled section's lines for ``text`` within ``limit`` tokens (with the header):
         promoted hits first, then what the assistant referred to, then the search. An item
-        whose words a line of ``pinned`` holds (:func:`~memos.text.terms.line_words`; the
-        pinned section shows it) is left out."""
+        that a line of ``pinned`` (the pinned section's lines, as
+        :func:`~memos.text.terms.line_words` gives them) is mostly is left out: it is shown."""
         hot = {m.id for m in self.state.hot}
         hits = list(self.promoted) + self.referenced_hits(hot)
         if text and self.possible:
