@@ -22,7 +22,7 @@ from .paging.guards import extract_constraints
 from .patterns import find_identifiers
 from .recall import Recall
 from .state import SessionState
-from .text.terms import content_terms, line_words
+from .text.terms import content_terms, holds_words, line_words
 from .tiers.cold import ColdTier, Fact
 from .tiers.hot import Unit, clip_json, group_units, placeholder, render_text, tool_names
 from .tiers.warm import OLDEST, fit_summary, layers
@@ -207,12 +207,12 @@ class ContextAssembler:
         covered: list[tuple[int, int | None]] = []
         for line, fid, _seq, _conf in distinct + later:
             words = line_words(line)
-            by = next((i for i, t in enumerate(said) if words and f" {words} " in f" {t} "), None)
+            by = next((i for i, t in enumerate(said) if holds_words(t, words)), None)
             if by is not None:
                 covered.append((by, fid))
                 continue
             cost = self.counter.count(line) + 2
-            inner = next((i for i, t in enumerate(said) if t and f" {t} " in f" {words} "), None)
+            inner = next((i for i, t in enumerate(said) if holds_words(words, t)), None)
             if inner is not None:
                 grown = cost - self.counter.count(taken[inner][0]) - 2
                 if used + grown <= cap:

@@ -22,7 +22,7 @@ from .paging.context import recall_message
 from .paging.guards import references
 from .state import SessionState
 from .text.passage import best_passage
-from .text.terms import line_words
+from .text.terms import holds_words, line_words
 from .tiers.archival import RRF_K, ArchivalTier, Hit
 from .tiers.cold import ColdTier, Fact
 from .tiers.items import TURN_KINDS
@@ -215,7 +215,7 @@ def _held(body: str, lines: Sequence[str]) -> bool:
     """Whether one of ``lines`` (words, as :func:`~memos.text.terms.line_words` gives them)
     is mostly ``body``: it holds all of its words, and they are at least half of its own."""
     words = line_words(body)
-    return bool(words) and any(f" {words} " in f" {ln} " and 2 * len(words) >= len(ln) for ln in lines)
+    return any(holds_words(ln, words) and 2 * len(words) >= len(ln) for ln in lines)
 
 
 def _render(chosen: list[tuple[Hit, str]], session: str) -> list[str]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import re
 
-__all__ = ["STOP_WORDS", "content_terms", "line_words"]
+__all__ = ["STOP_WORDS", "content_terms", "holds_words", "line_words"]
 
 _WORD = re.compile(r"[\w$€£¥.-]+|[\u4e00-\u9fff]+", re.UNICODE)
 STOP_WORDS = frozenset({
@@ -48,3 +48,9 @@ def line_words(line: str) -> str:
     """A prompt line's words without its label (``constraint:``, ``user:``, ``(user, #12)``),
     lower-cased, punctuation and spacing dropped: what one line holding another is checked on."""
     return " ".join(_WORDS.findall(_LABEL.sub("", line, count=1).lower()))
+
+
+def holds_words(outer: str, inner: str) -> bool:
+    """Whether ``outer`` holds all of ``inner``, word for word and in order (both as
+    :func:`line_words` gives them; an empty ``inner`` is held by nothing)."""
+    return bool(inner) and f" {inner} " in f" {outer} "
