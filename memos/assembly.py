@@ -22,7 +22,7 @@ from .paging.guards import extract_constraints
 from .patterns import find_identifiers
 from .recall import Recall
 from .state import SessionState
-from .text.terms import content_terms, holds_words, line_words
+from .text.terms import content_terms, held_by, holds_words, line_words
 from .tiers.cold import ColdTier, Fact
 from .tiers.hot import Unit, clip_json, group_units, placeholder, render_text, tool_names
 from .tiers.warm import OLDEST, fit_summary, layers
@@ -378,22 +378,25 @@ class ContextAssembler:
         self._section_cache[key] = out
         return out
 
-    def summary_section(self, query: str | None, room: int | None) -> tuple[dict[str, Any] | None, int]:
+    def summary_section(self, query: str | None, room: int | None, pinned_room: int | None = None
+                        ) -> tuple[dict[str, Any] | None, int]:
         """The rolling summary within ``room`` (its own cap when None). Its newest lines (what
         happened just before the hot tier, up to a third of its cap) always come; of the older
         ones, those that share words with what is asked (``query``, else the newest user
         message) come, most relevant first, and the rest give their room to recalled memory:
-        their messages are in the archive, word for word."""
+        their messages are in the archive, word for word. A line that the pinned section (with
+        ``pinned_room``) shows in full is left out."""
         if self.state.summary is None:
             return None, 0
         text_for = self.relevance_text(query)
         cap = self.section_cap(self.settings.summary_share)
-        key = ("summary", self.state.summary.version, room, text_for, cap)
+        pinned = self.pinned_words(query, pinned_room)
+        key = ("summary", self.state.summary.version, room, text_for, cap, pinned)
         hit = self._section_cache.get(key)
         if hit is not None:
             return hit
         cap = cap if room is None else min(room, cap)
-        text = self._summary_for(self.state.summary.text, text_for, cap)
+        text = self._summary_for(self.state.summary.text, text_for, cap, pinned)
         if room is not None:
             text = fit_summary(text, max(0, room - 40), self.counter) if room > 40 else ""
         msg = summary_message(text, self.state.summary.through_seq)
@@ -406,11 +409,12 @@ class ContextAssembler:
         self._section_cache[key] = out
         return out
 
-    def _summary_for(self, text: str, asked: str, cap: int) -> str:
-        """The summary's lines worth their room for ``asked`` (see :meth:`summary_section`);
-        the identifiers of the lines left out stay, on the identifiers line."""
+    def _summary_for(self, text: str, asked: str, cap: int, pinned: Sequence[str] = ()) -> str:
+        """The summary's lines worth their room for ``asked`` (see :meth:`summary_section`),
+        less those a line of ``pinned`` shows; the identifiers of the other lines left out
+        stay, on the identifiers line."""
         oldest, earlier, detail = layers(text)
-        lines = earlier + detail
+        lines = [ln for ln in earlier + detail if not held_by(ln.removeprefix("- "), pinned)]
         sizes = [self.counter.count(ln) + 1 for ln in lines]
         keep: set[int] = set()
         used = 0
@@ -515,7 +519,7 @@ class ContextAssembler:
         system = sum(m.tokens for m in self.state.system)
         _, pinned = self.pinned_section(query, rooms.pinned)
         _, facts = self.facts_section(query, rooms.facts, rooms.pinned)
-        _, summary = self.summary_section(query, rooms.summary)
+        _, summary = self.summary_section(query, rooms.summary, rooms.pinned)
         _, recall = self.recall_section(query, recall_room(rooms), pinned_room=rooms.pinned)
         return system + pinned + facts + summary + recall + self.hot_tokens() + extra + REPLY_PRIMING
 
@@ -526,7 +530,7 @@ class ContextAssembler:
         names = tool_names(units)
         pinned, pinned_t = self.pinned_section(query, rooms.pinned)
         facts, facts_t = self.facts_section(query, rooms.facts, rooms.pinned)
-        summary, summary_t = self.summary_section(query, rooms.summary)
+        summary, summary_t = self.summary_section(query, rooms.summary, rooms.pinned)
         budget = self.settings.budget_tokens
         fixed = (sum(m.tokens for m in self.state.system) + pinned_t + facts_t + summary_t
                  + (self.counter.count_message(query_msg) if query_msg else 0) + REPLY_PRIMING + self.tools_tokens)

@@ -22,7 +22,7 @@ from .paging.context import recall_message
 from .paging.guards import references
 from .state import SessionState
 from .text.passage import best_passage
-from .text.terms import holds_words, line_words
+from .text.terms import held_by
 from .tiers.archival import RRF_K, ArchivalTier, Hit
 from .tiers.cold import ColdTier, Fact
 from .tiers.items import TURN_KINDS
@@ -65,7 +65,8 @@ class Recall:
         """The recalled section's lines for ``text`` within ``limit`` tokens (with the header):
         promoted hits first, then what the assistant referred to, then the search. An item
         that a line of ``pinned`` (the pinned section's lines, as
-        :func:`~memos.text.terms.line_words` gives them) is mostly is left out: it is shown."""
+        :func:`~memos.text.terms.line_words` gives them) is mostly is left out: it is shown
+        (:func:`~memos.text.terms.held_by`)."""
         hot = {m.id for m in self.state.hot}
         hits = list(self.promoted) + self.referenced_hits(hot)
         if text and self.possible:
@@ -96,7 +97,7 @@ class Recall:
             if outdated := [v for v in superseded if v in body.lower()]:  # quoted history, never a current value
                 body += f" [outdated: {', '.join(outdated[:2])} was corrected later]"
             group = _heading(h, self.state.key)
-            if (group, body) in said or _held(body, pinned):
+            if (group, body) in said or held_by(body, pinned):
                 continue
             cost = self.counter.count(body) + 2 + (0 if group in groups else self.counter.count(group) + 2)
             if used + cost > limit:
@@ -209,13 +210,6 @@ def _body(h: Hit, text: str) -> str:
         return text
     where = f"#{h.first_seq}" if h.first_seq == h.last_seq else f"#{h.first_seq}-#{h.last_seq}"
     return f"{h.kind} {where}: {text}"
-
-
-def _held(body: str, lines: Sequence[str]) -> bool:
-    """Whether one of ``lines`` (words, as :func:`~memos.text.terms.line_words` gives them)
-    is mostly ``body``: it holds all of its words, and they are at least half of its own."""
-    words = line_words(body)
-    return any(holds_words(ln, words) and 2 * len(words) >= len(ln) for ln in lines)
 
 
 def _render(chosen: list[tuple[Hit, str]], session: str) -> list[str]:

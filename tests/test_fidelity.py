@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memos import Memory, MemosSettings, PinLimitExceeded
-from memos.paging.context import PINNED_HEADER, PRESSURE_HEADER, RECALL_HEADER, find_orphans
+from memos.paging.context import PINNED_HEADER, PRESSURE_HEADER, RECALL_HEADER, SUMMARY_HEADER, find_orphans
 from tests.conftest import assistant, needs_model, user
 from tests.test_rules import load_corpus
 
@@ -404,3 +404,24 @@ def test_a_pinned_message_is_not_recalled_again(make_memory):
     recalled = next((v for k, v in sections.items() if k.startswith(RECALL_HEADER)), "")
     assert rule in pinned
     assert rule not in recalled, recalled
+
+
+def test_a_pinned_message_is_not_summarised_again(make_memory):
+    # the extractive summary keeps the rule's message as one of its lines, and the question
+    # shares its words; the pinned section shows it in full, so the summary section leaves
+    # that line out (the stored summary keeps it)
+    rule = "Please always answer in short bullet points."
+    mem = make_memory(budget=1500)
+    mem.add(user(rule))
+    mem.add(assistant("Sure, short bullet points from now on."))
+    for i in range(30):
+        mem.add(user(f"What should I pack for day {i} of the hike?"))
+        mem.add(assistant(f"For day {i}: water, a light jacket and some snacks for the afternoon climb."))
+    assert rule in mem.summary()
+    ctx = mem.context(query="Give me the packing list as short bullet points, please.")
+    sections = {m["content"].split("\n", 1)[0]: m["content"] for m in ctx if m["role"] == "system"}
+    pinned = next(v for k, v in sections.items() if k.startswith(PINNED_HEADER))
+    summary = next(v for k, v in sections.items() if k.startswith(SUMMARY_HEADER))
+    assert rule in pinned
+    assert rule not in summary, summary
+    assert "pack for day" in summary  # the rest of the summary is shown

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Sequence
 
-__all__ = ["STOP_WORDS", "content_terms", "holds_words", "line_words"]
+__all__ = ["STOP_WORDS", "content_terms", "held_by", "holds_words", "line_words"]
 
 _WORD = re.compile(r"[\w$€£¥.-]+|[\u4e00-\u9fff]+", re.UNICODE)
 STOP_WORDS = frozenset({
@@ -54,3 +55,11 @@ def holds_words(outer: str, inner: str) -> bool:
     """Whether ``outer`` holds all of ``inner``, word for word and in order (both as
     :func:`line_words` gives them; an empty ``inner`` is held by nothing)."""
     return bool(inner) and f" {inner} " in f" {outer} "
+
+
+def held_by(line: str, shown: Sequence[str]) -> bool:
+    """Whether one of the ``shown`` lines (words, as :func:`line_words` gives them) is mostly
+    ``line``: it holds all of ``line``'s words, and they are at least half of its own. A line
+    so held adds nothing beside it."""
+    words = line_words(line)
+    return any(holds_words(s, words) and 2 * len(words) >= len(s) for s in shown)
