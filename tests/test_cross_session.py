@@ -44,6 +44,7 @@ def test_a_new_session_starts_knowing_the_users_rules_facts_and_ids(store):
     second = Memory("chat-2", user="ana", store=store, budget=2048, tools=[])
     opening = _text(second.context())
     assert "Ryanair" in opening and "不吃辣" in opening  # the rules, in the very first prompt
+    assert "this conversation" not in opening and "earlier in the conversation" not in opening  # set in another chat
     assert PASSPORT in _text(second.context("what is my passport number?"))
     assert "Marguerite" in _text(second.context("who looks after the dog, and what does she charge?"))
     hits = second.retrieve("passport number", 5)
