@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["ACK", "DECISION", "FAILURE", "GOAL", "IDENTIFIER", "find_identifiers", "identifier_spans"]
+__all__ = ["ACK", "DECISION", "FAILURE", "GOAL", "IDENTIFIER", "find_codes", "find_identifiers", "identifier_spans"]
 
 # Boundaries are ASCII-only: an id glued to Chinese text ("订单号是ORD-88123，") is still an id,
 # where \b would see no boundary between two word characters.
@@ -62,3 +62,11 @@ def identifier_spans(text: str) -> list[tuple[int, int, str]]:
 def find_identifiers(text: str) -> list[str]:
     """Identifiers in ``text`` (ids, order numbers, amounts, dates, emails, URLs, paths, addresses), in order, unique."""
     return list(dict.fromkeys(token for _, _, token in identifier_spans(text)))
+
+
+def find_codes(text: str) -> list[str]:
+    """The identifiers in ``text`` that are codes, written one way only: order numbers,
+    references, tracking numbers (letters and digits in one word), emails and URLs. Amounts,
+    dates, phone numbers and addresses, which are written many ways, are left out."""
+    return [i for i in find_identifiers(text) if not any(c.isspace() for c in i)
+            and ("@" in i or "://" in i or (any(c.isdigit() for c in i) and any(c.isalpha() for c in i)))]

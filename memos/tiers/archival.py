@@ -31,6 +31,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, func, select
 
 from ..embeddings import Embedder, TokenStates, covers, token_states
+from ..patterns import find_codes
 from ..store import chunks
 from . import late
 from .items import ARCHIVE_KINDS, TURN_KINDS, WITHOUT_TOKENS, ArchiveItem, Hit, archive_keywords
@@ -63,6 +64,14 @@ TOKEN_CANDIDATES = 300
 # LoCoMo turns at 2,048 tokens, conversations 0-2 (tuned on): weight 1 -> 0.875, 2 -> 0.889
 # (with k = 60, 1.5 and 3 scored below 2); checked on 3-6: 0.825 -> 0.835.
 TOKEN_WEIGHT = 2.0
+# A query that names codes (an order number, a booking reference, an email:
+# patterns.find_codes) ranks the items holding them once more, by keyword on the codes alone,
+# and that ranking weighs CODE_SHARE times the other searches together. The dense and token
+# models read ORD-20140 and ORD-20130 as nearly the same text, and an item whose vector is not
+# written yet (the indexer behind, a process killed before it caught up) is found by keyword
+# alone: without it, a keyword match of the exact code (a quarter of the best score) fell
+# behind near-misses found by meaning.
+CODE_SHARE = 1.0
 # A turn is ranked with the turns around it: the evidence of a question sits among turns on the
 # same topic, and the turn that holds it often shares few words with the question ("what did
 # she research?" answered by "adoption agencies", two turns after the one that matches). Each
@@ -529,13 +538,23 @@ class ArchivalTier:
         for name, ranking in zip(searches, rankings, strict=True):
             for i in ranking:
                 found_in.setdefault(i, []).append(name)
+        weights = [1.0] * len(rankings)
         scores = rrf(rankings, normalise=True)
         if mode == "hybrid" and "dense" in searches:  # the best candidates ranked a third time, token by token
             best = sorted(scores, key=lambda i: -scores[i])[:TOKEN_CANDIDATES]
             by_tokens = self.token_ranking(query, best)
             if by_tokens:
-                scores = rrf([*rankings, by_tokens], normalise=True, weights=[1.0] * len(rankings) + [TOKEN_WEIGHT])
-        return scores, similarity, found_in
+                rankings.append(by_tokens)
+                weights.append(TOKEN_WEIGHT)
+        codes = find_codes(query) if mode in ("hybrid", "keyword") else []
+        holding = self.keyword_ids(" ".join(codes), pool) if codes else []
+        if holding:
+            rankings.append(holding)
+            weights.append(CODE_SHARE * sum(weights))
+            for i in holding:
+                if "keyword" not in found_in.setdefault(i, []):
+                    found_in[i].append("keyword")
+        return rrf(rankings, normalise=True, weights=weights), similarity, found_in
 
 
 def _metadata(r: ArchiveItem) -> dict[str, Any]:
