@@ -22,7 +22,7 @@ from .paging.context import recall_message
 from .paging.guards import references
 from .state import SessionState
 from .text.passage import best_passage
-from .text.terms import held_by
+from .text.terms import content_terms, held_by
 from .tiers.archival import RRF_K, ArchivalTier, Hit
 from .tiers.cold import ColdTier, Fact
 from .tiers.items import TURN_KINDS
@@ -157,11 +157,22 @@ class Recall:
                                          kinds=[kind] if kind else None, roles=roles,
                                          exclude_message_ids={m.id for m in self.state.hot})
             said = self.hot_lines()
+            words: set[str] = set()  # of the archive hits listed so far
+            summarised: set[str] = set()  # sessions a summary version is listed of
             for h in found:
                 line = (_heading(h, self.state.key), " ".join(h.text.split()))
-                if line not in said:
-                    said.add(line)
-                    hits.append(h)
+                terms = content_terms(h.text) - _SUMMARY_MARKS
+                if line in said:
+                    continue
+                # the earlier versions of a session's summary overlap: one is listed, the best
+                # that adds a word to the hits above it (kind='summary' lists them all)
+                if h.kind == "summary" and kind != "summary" and (h.session in summarised or terms <= words):
+                    continue
+                said.add(line)
+                words |= terms
+                if h.kind == "summary":
+                    summarised.add(h.session)
+                hits.append(h)
         facts: list[Hit] = []
         if kind in (None, "fact") and not roles:
             facts = [fact_hit(f) for f in self.cold.search(query, limit=top_k + offset)
@@ -175,6 +186,10 @@ class Recall:
             known = {h.id for h in self.promoted}
             self.promoted += [h for h in result if h.id not in known]
         return result
+
+
+# the words a summary's layers are marked with (warm.OLDEST, warm.EARLIER), not its content
+_SUMMARY_MARKS = frozenset({"oldest", "ids", "earlier"})
 
 
 def search_depth(top_k: int, offset: int = 0) -> int:

@@ -18,6 +18,7 @@ from sqlmodel import col
 from memos import Memory, MemosSettings
 from memos.embeddings import MiniLMEmbedder, load_embedder
 from memos.paging.context import PRESSURE_HEADER, RECALL_HEADER
+from memos.text.terms import content_terms
 from memos.tiers.archival import rrf
 from memos.tiers.items import ArchiveItem
 from tests.conftest import EMBEDDING_DIR, assistant, needs_model, tool_chain, user
@@ -290,6 +291,27 @@ def test_a_code_in_the_query_ranks_the_items_holding_it_before_near_misses(store
     for oid in ("ORD-20050", "ORD-20300"):  # indexed: the items holding the code come first too
         hits = [h for h in mem.retrieve(f"Where is {oid} now?", 5) if h.source == "archive"]
         assert oid in hits[0].text and oid in hits[1].text, [h.text[:40] for h in hits]
+    mem.close()
+
+
+def test_retrieve_lists_one_summary_version_a_session_and_only_one_that_adds_to_the_hits(store):
+    # each demotion archives the summary it replaces, so many versions hold the early order's
+    # line; retrieve lists the message and one version, and kind='summary' lists them all
+    mem = Memory("s", store=store, budget=1024, tools=[])
+    mem.add(user("My order number is ORD-77123, please track it."))
+    mem.add(assistant("Tracking ORD-77123 now: it left the warehouse this morning."))
+    for i in range(40):
+        mem.add(user(f"Suggest a history book, number {i}, about the Roman empire."))
+        mem.add(assistant(f"Book {i}: a rich account of the Roman empire, full of stories and maps."))
+    versions = mem.retrieve("ORD-77123", 20, kind="summary")
+    assert len(versions) >= 3
+    hits = mem.retrieve("ORD-77123", 20)
+    summaries = [h for h in hits if h.kind == "summary"]
+    assert len(summaries) <= 1 and any(h.kind == "message" and "ORD-77123" in h.text for h in hits)
+    for i, h in enumerate(hits):
+        if h.kind == "summary":
+            above = set().union(*(content_terms(x.text) for x in hits[:i] if x.source == "archive"))
+            assert not content_terms(h.text) - {"oldest", "ids", "earlier"} <= above, h.text
     mem.close()
 
 
