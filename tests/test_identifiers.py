@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memos import Memory, MemosSettings
-from memos.patterns import find_identifiers
+from memos.patterns import find_codes, find_identifiers
 from memos.tiers.hot import clip_json
 from memos.tiers.warm import ExtractiveSummarizer, SummaryPlan
 from memos.tokens import default_counter
@@ -141,3 +141,12 @@ def test_clipped_json_is_json_within_the_cap_and_never_shows_half_an_id(value, c
     data = json.loads(out)
     assert count(out) <= cap or data == {"_memos": NOTE}
     assert set(find_identifiers(out)) <= set(find_identifiers(text)) | set(find_identifiers(NOTE))
+
+
+def test_codes_are_the_identifiers_written_one_way_only():
+    text = ("订单号是ORD-77123，the booking HX88321, tracking 1Z999AA10123456784, write to maya.chen@example.com "
+            "or https://example.com/a; 150 euros on 2023-05-08, call +351 912 345 678, 42 Rua do Ouro, COVID-19.")
+    # amounts, dates, phone numbers and addresses are identifiers too, but not codes
+    assert find_codes(text) == ["ORD-77123", "HX88321", "1Z999AA10123456784", "maya.chen@example.com",
+                                "https://example.com/a", "COVID-19"]
+    assert {"150 euros", "2023-05-08", "+351 912 345 678"} <= set(find_identifiers(text))
