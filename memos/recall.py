@@ -26,9 +26,13 @@ from .text.terms import content_terms, held_by
 from .tiers.archival import RRF_K, ArchivalTier, Hit
 from .tiers.cold import ColdTier, Fact
 from .tiers.items import TURN_KINDS
+from .tiers.warm import EARLIER, OLDEST
 from .tokens import TokenCounter
 
 __all__ = ["Recall", "fact_hit", "search_depth"]
+
+# the words a summary's layers are marked with, not its content
+_SUMMARY_MARKS = content_terms(OLDEST + EARLIER)
 
 
 class Recall:
@@ -161,9 +165,9 @@ class Recall:
             summarised: set[str] = set()  # sessions a summary version is listed of
             for h in found:
                 line = (_heading(h, self.state.key), " ".join(h.text.split()))
-                terms = content_terms(h.text) - _SUMMARY_MARKS
                 if line in said:
                     continue
+                terms = content_terms(h.text) - _SUMMARY_MARKS
                 # the earlier versions of a session's summary overlap: one is listed, the best
                 # that adds a word to the hits above it (kind='summary' lists them all)
                 if h.kind == "summary" and kind != "summary" and (h.session in summarised or terms <= words):
@@ -186,10 +190,6 @@ class Recall:
             known = {h.id for h in self.promoted}
             self.promoted += [h for h in result if h.id not in known]
         return result
-
-
-# the words a summary's layers are marked with (warm.OLDEST, warm.EARLIER), not its content
-_SUMMARY_MARKS = frozenset({"oldest", "ids", "earlier"})
 
 
 def search_depth(top_k: int, offset: int = 0) -> int:

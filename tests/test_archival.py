@@ -21,6 +21,7 @@ from memos.paging.context import PRESSURE_HEADER, RECALL_HEADER
 from memos.text.terms import content_terms
 from memos.tiers.archival import rrf
 from memos.tiers.items import ArchiveItem
+from memos.tiers.warm import EARLIER, OLDEST
 from tests.conftest import EMBEDDING_DIR, assistant, needs_model, tool_chain, user
 
 
@@ -311,7 +312,7 @@ def test_retrieve_lists_one_summary_version_a_session_and_only_one_that_adds_to_
     for i, h in enumerate(hits):
         if h.kind == "summary":
             above = set().union(*(content_terms(x.text) for x in hits[:i] if x.source == "archive"))
-            assert not content_terms(h.text) - {"oldest", "ids", "earlier"} <= above, h.text
+            assert not content_terms(h.text) - content_terms(OLDEST + EARLIER) <= above, h.text
     mem.close()
 
 
