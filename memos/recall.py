@@ -33,6 +33,8 @@ __all__ = ["Recall", "fact_hit", "search_depth"]
 
 # the words a summary's layers are marked with, not its content
 _SUMMARY_MARKS = content_terms(OLDEST + EARLIER)
+# retrieve's searches look this many archive items deep at a time (see search_depth)
+SEARCH_STEP = 50
 
 
 class Recall:
@@ -143,6 +145,29 @@ class Recall:
 
     # -- retrieve ------------------------------------------------------------------
 
+    def _listed(self, found: list[Hit], kind: str | None) -> list[Hit]:
+        """The archive hits :meth:`search` lists of ``found``, best first: an item is left out
+        when the hot tier or a hit above holds its words under the same heading, and a summary
+        version when one of its session is listed or it adds no word to the hits above it
+        (the earlier versions of a session's summary overlap; ``kind='summary'`` lists them all)."""
+        said = self.hot_lines()
+        words: set[str] = set()  # of the hits listed so far
+        summarised: set[str] = set()  # sessions a summary version is listed of
+        out: list[Hit] = []
+        for h in found:
+            line = (_heading(h, self.state.key), " ".join(h.text.split()))
+            if line in said:
+                continue
+            terms = content_terms(h.text) - _SUMMARY_MARKS
+            if h.kind == "summary" and kind != "summary" and (h.session in summarised or terms <= words):
+                continue
+            said.add(line)
+            words |= terms
+            if h.kind == "summary":
+                summarised.add(h.session)
+            out.append(h)
+        return out
+
     def search(self, query: str, top_k: int = 5, *, since: float | None = None, until: float | None = None,
                kind: str | None = None, roles: Sequence[str] | None = None, page: int = 1,
                promote: bool = False) -> list[Hit]:
@@ -156,27 +181,14 @@ class Recall:
             raise ValueError("page must be >= 1")
         offset = (page - 1) * top_k
         hits: list[Hit] = []
-        if kind != "fact":  # what the hot tier holds is in the prompt already
-            found = self.archival.search(query, search_depth(top_k, offset), since=since, until=until,
-                                         kinds=[kind] if kind else None, roles=roles,
-                                         exclude_message_ids={m.id for m in self.state.hot})
-            said = self.hot_lines()
-            words: set[str] = set()  # of the archive hits listed so far
-            summarised: set[str] = set()  # sessions a summary version is listed of
-            for h in found:
-                line = (_heading(h, self.state.key), " ".join(h.text.split()))
-                if line in said:
-                    continue
-                terms = content_terms(h.text) - _SUMMARY_MARKS
-                # the earlier versions of a session's summary overlap: one is listed, the best
-                # that adds a word to the hits above it (kind='summary' lists them all)
-                if h.kind == "summary" and kind != "summary" and (h.session in summarised or terms <= words):
-                    continue
-                said.add(line)
-                words |= terms
-                if h.kind == "summary":
-                    summarised.add(h.session)
-                hits.append(h)
+        depth = search_depth(top_k, offset)
+        while kind != "fact":  # what the hot tier holds is in the prompt already
+            found = self.archival.search(query, depth, since=since, until=until, kinds=[kind] if kind else None,
+                                         roles=roles, exclude_message_ids={m.id for m in self.state.hot})
+            hits = self._listed(found, kind)
+            if len(hits) >= offset + top_k or len(found) < depth or depth >= offset + 20 * SEARCH_STEP:
+                break
+            depth += SEARCH_STEP  # more were dropped than the depth allowed for: look further
         facts: list[Hit] = []
         if kind in (None, "fact") and not roles:
             facts = [fact_hit(f) for f in self.cold.search(query, limit=top_k + offset)
@@ -193,10 +205,12 @@ class Recall:
 
 
 def search_depth(top_k: int, offset: int = 0) -> int:
-    """How many archive items :meth:`Recall.search` asks for to fill a page of ``top_k`` after
-    ``offset``: a message said again word for word (or held hot in the same words) is listed
-    once per session and day, so the search looks twice as far for the copies it drops."""
-    return 2 * (top_k + offset)
+    """How many archive items :meth:`Recall.search` asks for first to fill a page of ``top_k``
+    after ``offset``: twice as many (a message said again word for word, or held hot in the same
+    words, is listed once per session and day; a session's summary versions once), rounded up to
+    :data:`SEARCH_STEP`, so that the pages of one query read one ranking (how far a search
+    looks changes its candidates, and so the order)."""
+    return -(-2 * (top_k + offset) // SEARCH_STEP) * SEARCH_STEP
 
 
 def fact_hit(f: Fact) -> Hit:

@@ -316,6 +316,27 @@ def test_retrieve_lists_one_summary_version_a_session_and_only_one_that_adds_to_
     mem.close()
 
 
+def test_pages_of_retrieve_list_every_hit_once_when_many_candidates_are_dropped(store):
+    # one message said again and again (listed once a session and day) and overlapping summary
+    # versions are dropped from retrieve's list: a page must still be full when more hits exist,
+    # and page 2 must go on where page 1 stopped
+    mem = Memory("s", store=store, budget=1024, tools=[])
+    for i in range(30):
+        mem.add(user("Remind me about the dentist appointment."))
+        mem.add(assistant(f"Noted, reminder {i} about the dentist appointment is set."))
+    for i in range(20):
+        mem.add(user(f"What is a good stretch for my back, number {i}?"))
+        mem.add(assistant(f"Stretch {i}: lie on your back and pull one knee to your chest."))
+    everything = [h.id for h in mem.retrieve("dentist appointment reminder", 60) if h.source == "archive"]
+    assert len(everything) >= 12
+    pages = [[h.id for h in mem.retrieve("dentist appointment reminder", 4, page=p) if h.source == "archive"]
+             for p in (1, 2, 3)]
+    listed = [i for page in pages for i in page]
+    assert len(listed) == len(set(listed))
+    assert all(len(page) == 4 for page in pages) or set(listed) >= set(everything)
+    mem.close()
+
+
 def test_memory_pressure_notice_appears_above_the_warning_threshold(make_memory):
     settings = MemosSettings(budget_tokens=2000, soft_threshold=0.9, hard_threshold=0.95, hot_target=0.9,
                              warning_threshold=0.5)
