@@ -181,14 +181,16 @@ class Recall:
             raise ValueError("page must be >= 1")
         offset = (page - 1) * top_k
         hits: list[Hit] = []
-        depth = search_depth(top_k, offset)
-        while kind != "fact":  # what the hot tier holds is in the prompt already
-            found = self.archival.search(query, depth, since=since, until=until, kinds=[kind] if kind else None,
-                                         roles=roles, exclude_message_ids={m.id for m in self.state.hot})
-            hits = self._listed(found, kind)
-            if len(hits) >= offset + top_k or len(found) < depth or depth >= offset + 20 * SEARCH_STEP:
-                break
-            depth += SEARCH_STEP  # more were dropped than the depth allowed for: look further
+        if kind != "fact":  # what the hot tier holds is in the prompt already
+            depth = search_depth(top_k, offset)
+            while True:
+                found = self.archival.search(query, depth, since=since, until=until, kinds=[kind] if kind else None,
+                                             roles=roles, exclude_message_ids={m.id for m in self.state.hot})
+                hits = self._listed(found, kind)
+                # full, or the archive has no more, or 1,000 items past the page were looked at
+                if len(hits) >= offset + top_k or len(found) < depth or depth >= offset + 20 * SEARCH_STEP:
+                    break
+                depth += SEARCH_STEP  # more were left out than the depth allowed for
         facts: list[Hit] = []
         if kind in (None, "fact") and not roles:
             facts = [fact_hit(f) for f in self.cold.search(query, limit=top_k + offset)
