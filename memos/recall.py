@@ -35,6 +35,9 @@ __all__ = ["Recall", "fact_hit", "search_depth"]
 _SUMMARY_MARKS = content_terms(OLDEST + EARLIER)
 # retrieve's searches look this many archive items deep at a time (see search_depth)
 SEARCH_STEP = 50
+# the candidates each of retrieve's searches gives, whatever the page (up to the 50th hit): a
+# search's order depends on its candidates, so every page reads one order
+RETRIEVE_POOL = 400
 
 
 class Recall:
@@ -183,9 +186,11 @@ class Recall:
         hits: list[Hit] = []
         if kind != "fact":  # what the hot tier holds is in the prompt already
             depth = search_depth(top_k, offset)
+            pool = max(RETRIEVE_POOL, 4 * depth)  # one pool for the pages of a query: one order
             while True:
                 found = self.archival.search(query, depth, since=since, until=until, kinds=[kind] if kind else None,
-                                             roles=roles, exclude_message_ids={m.id for m in self.state.hot})
+                                             roles=roles, exclude_message_ids={m.id for m in self.state.hot},
+                                             pool=pool)
                 hits = self._listed(found, kind)
                 # full, or the archive has no more, or 1,000 items past the page were looked at
                 if len(hits) >= offset + top_k or len(found) < depth or depth >= offset + 20 * SEARCH_STEP:
@@ -210,8 +215,7 @@ def search_depth(top_k: int, offset: int = 0) -> int:
     """How many archive items :meth:`Recall.search` asks for first to fill a page of ``top_k``
     after ``offset``: twice as many (a message said again word for word, or held hot in the same
     words, is listed once per session and day; a session's summary versions once), rounded up to
-    :data:`SEARCH_STEP`, so that the pages of one query read one ranking (how far a search
-    looks changes its candidates, and so the order)."""
+    :data:`SEARCH_STEP`."""
     return -(-2 * (top_k + offset) // SEARCH_STEP) * SEARCH_STEP
 
 

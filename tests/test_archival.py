@@ -304,6 +304,7 @@ def test_retrieve_lists_one_summary_version_a_session_and_only_one_that_adds_to_
     for i in range(40):
         mem.add(user(f"Suggest a history book, number {i}, about the Roman empire."))
         mem.add(assistant(f"Book {i}: a rich account of the Roman empire, full of stories and maps."))
+    mem.flush()
     versions = mem.retrieve("ORD-77123", 20, kind="summary")
     assert len(versions) >= 3
     hits = mem.retrieve("ORD-77123", 20)
@@ -327,6 +328,7 @@ def test_pages_of_retrieve_list_every_hit_once_when_many_candidates_are_dropped(
     for i in range(20):
         mem.add(user(f"What is a good stretch for my back, number {i}?"))
         mem.add(assistant(f"Stretch {i}: lie on your back and pull one knee to your chest."))
+    mem.flush()  # the pages read one archive: every vector written
     everything = [h.id for h in mem.retrieve("dentist appointment reminder", 60) if h.source == "archive"]
     assert len(everything) >= 12
     pages = [[h.id for h in mem.retrieve("dentist appointment reminder", 4, page=p) if h.source == "archive"]

@@ -418,6 +418,7 @@ class ArchivalTier:
         mode: str = "hybrid",
         min_similarity: float | None = None,
         relative_similarity: float | None = None,
+        pool: int | None = None,
     ) -> list[Hit]:
         """The best items for ``query``: dense and keyword rankings fused by reciprocal rank.
 
@@ -425,11 +426,13 @@ class ArchivalTier:
         ``exclude_message_ids`` (already in the prompt) are skipped; hits are
         deduplicated by their source messages. ``min_similarity`` drops dense candidates
         less similar than that (cosine) to the query, ``relative_similarity`` those less
-        similar than that share of the most similar candidate's similarity.
+        similar than that share of the most similar candidate's similarity. ``pool``: how many
+        candidates each search gives (default eight per item wanted, at least 50); the same
+        pool gives the same order however many items are asked for.
         """
         want = top_k + offset
         # filters apply to the fused candidates, so a filtered search looks further
-        pool = max(50, want * 8) * (4 if since is not None or until is not None or kinds or roles else 1)
+        pool = (pool or max(50, want * 8)) * (4 if since is not None or until is not None or kinds or roles else 1)
         scores, similarity, found_in = self._fused(query, pool, mode, min_similarity, relative_similarity)
         if not scores:
             return []
