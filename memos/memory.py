@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from .stats import MemoryStats, measure
 from .store import CompactionRow, Store, validate_namespace
 from .tiers.archival import ArchivalTier, ArchiveBackend, Hit
 from .tiers.cold import ColdTier, Fact, ForgetRecord
+from .tiers.facts import FACT_KINDS
 from .tiers.warm import Summarizer
 from .tokens import TokenCounter, default_counter
 from .tools_schema import AGENT_TOOLS, handle_tool_call
@@ -311,7 +313,10 @@ class Memory:
 
     def facts(self, kind: str | None = None, *, include_history: bool = False, query: str | None = None) -> list[Fact]:
         """Facts of the cold tier: current ones (or every version with ``include_history``),
-        of one ``kind`` if given; with ``query``, the current facts that match it, best first."""
+        of one ``kind`` if given (one of :data:`~memos.tiers.facts.FACT_KINDS`, else
+        ``ValueError``); with ``query``, the current facts that match it, best first."""
+        if kind is not None and kind not in FACT_KINDS:
+            raise ValueError(f"kind must be one of {list(FACT_KINDS)}, got {kind!r}")
         if query is not None:
             return self.cold.search(query, limit=50, kinds=[kind] if kind else None)
         return self.cold.facts(kind, include_history=include_history)
@@ -349,10 +354,10 @@ class Memory:
         query: str,
         top_k: int = 5,
         *,
-        since: float | None = None,
-        until: float | None = None,
+        since: float | datetime | None = None,
+        until: float | datetime | None = None,
         kind: str | None = None,
-        roles: Sequence[str] | None = None,
+        roles: str | Sequence[str] | None = None,
         page: int = 1,
         promote: bool = False,
     ) -> list[Hit]:
@@ -361,7 +366,10 @@ class Memory:
         session's earlier messages and, with the default scope, the user's past sessions
         (each hit names its ``session``). Messages still in the hot tier are left out.
 
-        ``since``/``until`` are Unix times, ``kind`` an archive kind or ``'fact'``.
+        ``since``/``until`` are Unix times or datetimes (a naive one is local time, as
+        ``datetime.timestamp()`` reads it), ``kind`` an archive kind
+        (:data:`~memos.tiers.items.ARCHIVE_KINDS`) or ``'fact'``, ``roles`` a role or roles
+        (archived items holding a message of one of them). Raises ``ValueError`` for any other.
         With ``promote``, the hits enter the next prompts' recalled-memory section until
         the next user message.
         """

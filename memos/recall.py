@@ -14,10 +14,12 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 from .archiving import item_line
 from .config import MemosSettings
+from .messages import ROLES
 from .paging.context import recall_message
 from .paging.guards import references
 from .state import SessionState
@@ -25,7 +27,7 @@ from .text.passage import best_passage
 from .text.terms import content_terms, held_by
 from .tiers.archival import RRF_K, ArchivalTier, Hit
 from .tiers.cold import ColdTier, Fact
-from .tiers.items import TURN_KINDS
+from .tiers.items import ARCHIVE_KINDS, TURN_KINDS
 from .tiers.warm import EARLIER, OLDEST
 from .tokens import TokenCounter
 
@@ -171,17 +173,25 @@ class Recall:
             out.append(h)
         return out
 
-    def search(self, query: str, top_k: int = 5, *, since: float | None = None, until: float | None = None,
-               kind: str | None = None, roles: Sequence[str] | None = None, page: int = 1,
+    def search(self, query: str, top_k: int = 5, *, since: float | datetime | None = None,
+               until: float | datetime | None = None, kind: str | None = None,
+               roles: str | Sequence[str] | None = None, page: int = 1,
                promote: bool = False) -> list[Hit]:
         """:meth:`memos.Memory.retrieve`: the archive (less what the hot tier holds) and the
         facts, merged by score; ``promote`` puts the hits in the next prompts."""
         if not isinstance(query, str) or not query.strip():
             raise ValueError("query must be a non-empty string")
-        if not 1 <= top_k <= 100:
-            raise ValueError("top_k must be between 1 and 100")
-        if page < 1:
-            raise ValueError("page must be >= 1")
+        if not _is_int(top_k) or not 1 <= top_k <= 100:
+            raise ValueError(f"top_k must be an int between 1 and 100, got {top_k!r}")
+        if not _is_int(page) or page < 1:
+            raise ValueError(f"page must be an int >= 1, got {page!r}")
+        if kind is not None and kind != "fact" and kind not in ARCHIVE_KINDS:
+            raise ValueError(f"kind must be 'fact' or one of {list(ARCHIVE_KINDS)}, got {kind!r}")
+        if isinstance(roles, str):
+            roles = [roles]
+        if roles is not None and (unknown := [r for r in roles if r not in ROLES]):
+            raise ValueError(f"roles must be among {list(ROLES)}, got {unknown!r}")
+        since, until = _unix_time(since, "since"), _unix_time(until, "until")
         offset = (page - 1) * top_k
         hits: list[Hit] = []
         if kind != "fact":  # what the hot tier holds is in the prompt already
@@ -209,6 +219,19 @@ class Recall:
             known = {h.id for h in self.promoted}
             self.promoted += [h for h in result if h.id not in known]
         return result
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _unix_time(value: float | datetime | None, name: str) -> float | None:
+    """``value`` as a Unix time: a number as it is, a datetime by its ``timestamp()``."""
+    if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+        return value
+    if isinstance(value, datetime):
+        return value.timestamp()
+    raise ValueError(f"{name} must be a Unix time (a number) or a datetime, got {value!r}")
 
 
 def search_depth(top_k: int, offset: int = 0) -> int:

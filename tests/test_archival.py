@@ -7,6 +7,7 @@ import logging
 import os
 import shutil
 import warnings
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import numpy as np
@@ -208,6 +209,17 @@ def test_filters_by_kind_time_and_role_and_never_crosses_users(store):
     assert not {h.id for h in page1} & {h.id for h in page2}
     with pytest.raises(ValueError, match="non-empty"):
         ana.retrieve("  ")
+    # one role as a string is that role, not its letters; a datetime is a time
+    assert {h.id for h in ana.retrieve("capital city history", 10, roles="user")} == {h.id for h in users}
+    assert ana.retrieve("combination", 10, since=datetime(2096, 1, 1, tzinfo=timezone.utc)) == []
+    assert ana.retrieve("combination", 10, kind="note", until=datetime.now(timezone.utc) + timedelta(days=1))
+    for bad, match in [({"kind": "notes"}, "kind must be"), ({"roles": ["usr"]}, "roles must be among"),
+                       ({"since": "yesterday"}, "since must be a Unix time"), ({"top_k": 2.5}, "top_k must be an int"),
+                       ({"page": "2"}, "page must be an int"), ({"top_k": True}, "top_k must be an int")]:
+        with pytest.raises(ValueError, match=match):
+            ana.retrieve("combination", **bad)
+    with pytest.raises(ValueError, match="kind must be one of"):
+        ana.facts("constraints")
     ana.close()
     bob.close()
 
