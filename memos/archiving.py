@@ -52,11 +52,11 @@ class Archiver:
         prompt = self.state.prompt_ids(messages)
         self.archival.stage(session, [self.item([m], "message", f"unit:{m.id}") for m in messages if m.id not in prompt])
 
-    def save(self, content: str | None, message_ids: Sequence[str] | None, tags: Sequence[str]) -> str:
+    def save(self, content: str | None, message_ids: str | Sequence[str] | None, tags: str | Sequence[str]) -> str:
         """Archive a note (``content``) or logged messages verbatim (``message_ids``) now;
         returns the item's id. Raises ``ValueError`` for neither, both, an empty note or an
-        id this session has not logged."""
-        tags = [str(t) for t in tags]
+        id this session has not logged. One id, or one tag, may be given as a string."""
+        tags = [tags] if isinstance(tags, str) else [str(t) for t in tags]
         if content is not None and message_ids:
             raise ValueError("give content or message_ids, not both")
         if content is not None:
@@ -67,7 +67,7 @@ class Archiver:
                                kind="note", text=content, roles="assistant", created_at=time.time(),
                                first_seq=seq, last_seq=seq)
         elif message_ids:
-            wanted = list(dict.fromkeys(str(i) for i in message_ids))
+            wanted = [message_ids] if isinstance(message_ids, str) else list(dict.fromkeys(str(i) for i in message_ids))
             found = {m.id: m for m, _, _ in self.store.load_messages(self.state.namespace) if m.id in set(wanted)}
             missing = [i for i in wanted if i not in found]
             if missing:

@@ -341,8 +341,8 @@ class Memory:
 
     # -- the archive ---------------------------------------------------------------
 
-    def archive(self, content: str | None = None, *, message_ids: Sequence[str] | None = None,
-                tags: Sequence[str] = ()) -> str:
+    def archive(self, content: str | None = None, *, message_ids: str | Sequence[str] | None = None,
+                tags: str | Sequence[str] = ()) -> str:
         """Save ``content`` (a note) or logged messages (``message_ids``, verbatim) to the
         archival tier; returns the archived item's id."""
         item_id = self._archiver.save(content, message_ids, tags)

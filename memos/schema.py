@@ -10,12 +10,14 @@ and adds the columns and indexes of newer versions to an older store, under a lo
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import MetaData, event, text
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 from sqlalchemy.orm import registry
 from sqlmodel import SQLModel, create_engine
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
@@ -104,7 +106,11 @@ def sqlite_busy(exc: BaseException) -> bool:
 
 
 def make_engine(store: str | Path) -> Engine:
-    """An engine for an SQLAlchemy URL, or for a SQLite file when given a path."""
+    """An engine for an SQLAlchemy URL, or for a SQLite file when given a path. Raises
+    ``ValueError`` for anything else (another type, an empty path, a URL SQLAlchemy cannot
+    open)."""
+    if not isinstance(store, (str, os.PathLike)) or not str(store).strip():
+        raise ValueError(f"store must be a SQLite file path or a database URL, got {store!r}")
     url = str(store)
     if "://" not in url:
         path = Path(url).expanduser()
@@ -113,7 +119,10 @@ def make_engine(store: str | Path) -> Engine:
             url = f"sqlite:///{path}"
         else:
             url = "sqlite://"
-    engine = create_engine(url)
+    try:
+        engine = create_engine(url)
+    except (ArgumentError, NoSuchModuleError) as exc:
+        raise ValueError(f"store {url!r} cannot be opened: {exc}") from exc
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
     return engine

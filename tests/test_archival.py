@@ -66,6 +66,18 @@ def test_a_forward_pass_holds_at_most_batch_tokens_and_batching_does_not_change_
     assert np.allclose(alone, got[[0, 39, 40, 59]], atol=1e-4)
 
 
+def test_one_id_or_one_tag_may_be_a_string(store):
+    mem = Memory("s", store=store, settings=MemosSettings(background_indexing=False))
+    [said] = mem.add(user("The boiler was serviced on 3 March by Heatwise."))
+    excerpt = mem.archive(message_ids=said.id, tags="home")
+    with mem.store.db() as s:
+        row = s.get(ArchiveItem, excerpt)
+        assert row is not None and json.loads(row.tags) == ["home"] and "Heatwise" in row.text
+    with pytest.raises(ValueError, match="unknown message id"):
+        mem.archive(message_ids="nope")
+    mem.close()
+
+
 def test_archive_reopen_retrieve(store):
     mem = Memory("s", store=store)
     item = mem.archive("The spare key is under the blue flower pot by the back door.", tags=["home"])

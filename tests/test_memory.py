@@ -280,3 +280,12 @@ def test_query_focus_off_keeps_every_hot_turn(make_memory):
     mem = _focus_session(make_memory, query_focus=False)
     hot = [m.text for m in mem.hot() if m.text]
     assert _shown(mem.context(query="What is the code of my gym locker?"), hot) == hot
+
+
+@pytest.mark.parametrize("store, match", [(5, "must be a SQLite file path or a database URL"), ("  ", "must be a SQLite"),
+                                          ("postgress://db/memos", "cannot be opened")])
+def test_a_store_that_is_neither_a_path_nor_a_url_is_a_clear_error(store, match, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=match):
+        Memory("s", store=store)
+    assert list(tmp_path.iterdir()) == []  # no file named after it
