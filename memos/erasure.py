@@ -111,13 +111,16 @@ def forget_fact(store: MemoryStore, cold: ColdTier, fact_id: int, reason: str = 
     return record
 
 
-def erase(store: MemoryStore, scope: str, values: Sequence[str]) -> dict[str, int]:
+def erase(store: MemoryStore, scope: str, values: str | Sequence[str]) -> dict[str, int]:
     """Replace every occurrence of ``values`` (case-insensitive) with ``[forgotten]`` in
     what ``scope`` holds, in one transaction: the messages of its sessions (the log keeps
     the message, with the value redacted), their summaries (every version) and the
     archive (its keyword index too; the vectors are deleted and written again from the
     redacted text). Open sessions of the scope read their state again. Returns how many
-    messages, summaries and archive items were changed. Call :meth:`scrub` after."""
+    messages, summaries and archive items were changed. Call :meth:`scrub` after. One value
+    may be given as a string; a value shorter than three characters is left alone.
+    """
+    values = [values] if isinstance(values, str) else values
     patterns = [re.compile(re.escape(v), re.IGNORECASE) for v in sorted(set(values), key=len, reverse=True)
                 if len(v.strip()) >= 3]
     if not patterns:

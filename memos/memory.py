@@ -394,7 +394,7 @@ class Memory:
         memory tool calls run in between; see :func:`memos.agent.run_turn` for the options."""
         return run_turn(self, client, model, user_text, **kwargs)
 
-    def tools(self, prefix: str | None = None, *, names: Sequence[str] = AGENT_TOOLS) -> list[dict[str, Any]]:
+    def tools(self, prefix: str | None = None, *, names: str | Sequence[str] = AGENT_TOOLS) -> list[dict[str, Any]]:
         """The memory tools as OpenAI function schemas (strict, generated from the pydantic
         models that validate their arguments): ``archive``, ``retrieve`` and ``pin`` unless
         ``names`` lists others of :data:`memos.tools_schema.REGISTRY` (``facts``, ``forget``).

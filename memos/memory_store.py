@@ -230,7 +230,7 @@ class MemoryStore(Store):
         """Forget a fact of ``cold``'s scope everywhere (see :meth:`memos.Memory.forget`)."""
         return erasure.forget_fact(self, cold, fact_id, reason)
 
-    def erase(self, scope: str, values: Sequence[str]) -> dict[str, int]:
+    def erase(self, scope: str, values: str | Sequence[str]) -> dict[str, int]:
         """Redact ``values`` to ``[forgotten]`` in everything ``scope`` holds (see
         :func:`memos.erasure.erase`); returns what was changed."""
         return erasure.erase(self, scope, values)

@@ -194,11 +194,12 @@ def check_prefix(prefix: str) -> str:
     return prefix
 
 
-def tool_schemas(prefix: str = "", names: Iterable[str] = AGENT_TOOLS) -> list[dict[str, Any]]:
-    """The OpenAI function schemas of the tools ``names`` (default: the agent's three),
-    each named ``prefix + name``."""
+def tool_schemas(prefix: str = "", names: str | Iterable[str] = AGENT_TOOLS) -> list[dict[str, Any]]:
+    """The OpenAI function schemas of the tools ``names`` (default: the agent's three; one
+    name may be a string), each named ``prefix + name``. Raises ``ValueError`` for a name
+    that is not a memory tool."""
     check_prefix(prefix)
-    wanted = list(names)
+    wanted = [names] if isinstance(names, str) else list(names)
     unknown = [n for n in wanted if n not in REGISTRY]
     if unknown:
         raise ValueError(f"unknown memory tools {unknown}; there are {sorted(REGISTRY)}")

@@ -208,6 +208,15 @@ def _segment_folders(store: str) -> tuple[set[str], set[str]]:
     return {p.name for p in chroma.iterdir() if p.is_dir()}, known
 
 
+def test_erasing_one_value_given_as_a_string_redacts_it(store):
+    mem = Memory("s1", user="ana", store=store, budget=1024, tools=[])
+    mem.add(user("My passport number is P-4471902."))
+    changed = mem.store.erase(mem.scope, "P-4471902")  # not its letters, each too short to erase
+    assert changed["messages"] == 1
+    assert "P-4471902" not in mem.history()[0].text and "[forgotten]" in mem.history()[0].text
+    mem.close()
+
+
 @needs_model
 @pytest.mark.skipif(bool(POSTGRES), reason="reads the bytes of the SQLite and Chroma files")
 def test_forget_erases_the_value_from_prompts_search_export_and_every_byte(store):

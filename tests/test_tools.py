@@ -130,6 +130,12 @@ def test_no_exception_escapes_handle_tool_call(mem, name, args, call_id):
         assert isinstance(body["error"], str) and body["error"]
 
 
+def test_one_tool_name_may_be_a_string_and_an_unknown_one_is_named(mem):
+    assert [t["function"]["name"] for t in mem.tools("memory_", names="retrieve")] == ["memory_retrieve"]
+    with pytest.raises(ValueError, match=r"unknown memory tools \['recall'\]"):
+        mem.tools(names=["retrieve", "recall"])
+
+
 def test_schemas_carry_the_limits_the_arguments_are_validated_against(mem):
     by_name = {t["function"]["name"]: t["function"]["parameters"]["properties"] for t in mem.tools(names=REGISTRY)}
     assert set(by_name) == {"archive", "retrieve", "pin", "facts", "forget"}

@@ -47,7 +47,7 @@ from agents.run_config import CallModelData, ModelInputData  # noqa: E402
 from ..memory import Memory  # noqa: E402
 from ..messages import Message  # noqa: E402
 from ..paging.context import is_section  # noqa: E402
-from ..tools_schema import AGENT_TOOLS, REGISTRY, run_tool  # noqa: E402
+from ..tools_schema import AGENT_TOOLS, run_tool, tool_schemas  # noqa: E402
 
 __all__ = ["MemosSession", "message_to_items"]
 
@@ -130,12 +130,12 @@ class MemosSession:
 
     # -- what the request carries -----------------------------------------------------
 
-    def tools(self, names: Sequence[str] = AGENT_TOOLS) -> list[FunctionTool]:
-        """memos' tools as SDK function tools (names prefixed with ``tool_prefix``). A bad
-        call comes back to the model as an error result, never as an exception."""
+    def tools(self, names: str | Sequence[str] = AGENT_TOOLS) -> list[FunctionTool]:
+        """memos' tools as SDK function tools (names prefixed with ``tool_prefix``; see
+        :func:`~memos.tools_schema.tool_schemas`). A bad call comes back to the model as an
+        error result, never as an exception."""
         out = []
-        for name in names:
-            schema = REGISTRY[name].schema(self.tool_prefix)["function"]
+        for schema in (s["function"] for s in tool_schemas(self.tool_prefix, names)):
 
             async def invoke(ctx: Any, arguments: str, _name: str = schema["name"]) -> str:
                 result = await self._call(run_tool, self.memory, _name, arguments, prefixes=(self.tool_prefix,))
