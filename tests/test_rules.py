@@ -39,24 +39,24 @@ def test_the_corpus_has_a_fixed_split_with_both_languages_and_every_kind():
     assert {"narr", "other", "joke", "q", "req", "chat"} <= {r["category"] for r in rows if r["label"] == "none"}
 
 
-def test_recorded_results_are_those_of_the_shipped_weights():
+def test_recorded_results_are_those_of_the_shipped_weights(tmp_path):
     recorded = json.loads(RESULTS.read_text())
-    now = evaluate(default_classifier(), data=Path("/nonexistent"))["results"]
+    now = evaluate(default_classifier(), data=tmp_path / "absent")["results"]
     for name in ("train/en", "train/zh", "test/en", "test/zh", "holdout/en", "holdout/zh"):
         assert recorded["results"][name] == now[name], name
 
 
 @needs_model
-def test_recorded_minilm_results_are_those_of_the_shipped_weights():
+def test_recorded_minilm_results_are_those_of_the_shipped_weights(tmp_path):
     recorded = json.loads(RESULTS.read_text())["minilm"]["results"]
-    now = evaluate(MiniLMRuleClassifier(), data=Path("/nonexistent"))["results"]
+    now = evaluate(MiniLMRuleClassifier(), data=tmp_path / "absent")["results"]
     for name in ("train/en", "train/zh", "test/en", "test/zh", "holdout/en", "holdout/zh"):
         assert recorded[name] == now[name], name
 
 
 @pytest.mark.parametrize(("lang", "recall", "precision"), [("en", 0.91, 0.77), ("zh", 0.90, 0.90)])
-def test_held_back_test_split_recall_and_precision_do_not_regress(lang, recall, precision):
-    r = evaluate(default_classifier(), data=Path("/nonexistent"))["results"][f"test/{lang}"]
+def test_held_back_test_split_recall_and_precision_do_not_regress(lang, recall, precision, tmp_path):
+    r = evaluate(default_classifier(), data=tmp_path / "absent")["results"][f"test/{lang}"]
     # the n-gram model alone (memos' detector for Chinese, and for English where the embedding
     # model is not on disk), recorded (recall / precision): en 0.931 / 0.791, zh 0.908 / 0.916
     # (the test split holds chatty rules, chit-chat and rules stated as a state, "I have a
@@ -95,10 +95,10 @@ def test_each_language_is_judged_at_its_own_threshold():
 
 
 @needs_model
-def test_minilm_judges_english_better_than_the_ngrams_alone_on_the_test_split():
+def test_minilm_judges_english_better_than_the_ngrams_alone_on_the_test_split(tmp_path):
     minilm = MiniLMRuleClassifier()
-    both = evaluate(minilm, data=Path("/nonexistent"))["results"]
-    alone = evaluate(default_classifier(), data=Path("/nonexistent"))["results"]
+    both = evaluate(minilm, data=tmp_path / "absent")["results"]
+    alone = evaluate(default_classifier(), data=tmp_path / "absent")["results"]
     # recorded (recall / precision / F1): 0.977 / 0.882 / 0.927 against 0.931 / 0.791 / 0.855
     assert both["test/en"]["recall"] >= 0.95 and both["test/en"]["f1"] >= alone["test/en"]["f1"] + 0.05
     # on sentences written after the weights were fitted: 0.987 / 0.951 / 0.969 against 0.962 / 0.916 / 0.938
@@ -304,7 +304,7 @@ def test_a_chatty_user_gets_their_rules_pinned_and_little_else(model, monkeypatc
     assert len(others) <= (1 if model == "minilm" else 2), others
 
 
-def test_the_revocation_sets_are_their_own_and_their_recorded_results_are_those_of_the_code():
+def test_the_revocation_sets_are_their_own_and_their_recorded_results_are_those_of_the_code(tmp_path):
     from benchmarks.revocations import evaluate as evaluate_revocations
     from benchmarks.revocations import load_lifts, load_revocations
 
@@ -319,7 +319,7 @@ def test_the_revocation_sets_are_their_own_and_their_recorded_results_are_those_
     assert len({p["revocation"] for p in lifts}) == len(lifts)
     assert all(by_id[p["revocation"]]["label"] == "revoke" and p["rule"].strip() for p in lifts)
     recorded = json.loads((RESULTS.parent / "revocations.json").read_text())["results"]
-    now = evaluate_revocations(data=Path("/nonexistent"))["results"]
+    now = evaluate_revocations(data=tmp_path / "absent")["results"]
     for name in ("train/en", "train/zh", "test/en", "test/zh", "holdout/en", "holdout/zh", "rule_corpus/en",
                  "rule_corpus/zh", "lifts/test/en", "lifts/test/zh", "lifts/holdout/en", "lifts/holdout/zh"):
         assert recorded[name] == now[name], name
