@@ -33,6 +33,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from .patterns import find_codes
+
 __all__ = ["ChromaEmbedder", "DEFAULT_MODEL", "Embedder", "MiniLMEmbedder", "OnnxEmbedder", "Similarities", "TokenStates",
            "covers", "load_embedder", "resolve_model_dir", "token_states"]
 
@@ -131,9 +133,13 @@ class OnnxEmbedder:
 
     def covers(self, text: str) -> bool:
         """Whether the model can say what ``text`` means: any text for a multilingual model;
-        for an English one, text not written mostly in Chinese, Japanese or Korean."""
+        for an English one, text not written mostly in Chinese, Japanese or Korean. Codes
+        (emails, URLs, order numbers: :func:`~memos.patterns.find_codes`) are no language and
+        are not counted: "我的邮箱是 wang.li@example.cn" is Chinese."""
         if self.languages is None:
             return True
+        for code in find_codes(text):
+            text = text.replace(code, " ")
         letters = len(_LETTER.findall(text))
         return not letters or len(_CJK.findall(text)) / letters < 0.3
 

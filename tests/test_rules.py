@@ -143,6 +143,21 @@ def test_a_sentence_without_words_states_no_rule():
     assert has_words("OK") and has_words("香") and not has_words("I 2")
 
 
+@needs_model
+def test_a_link_an_email_or_a_path_pasted_alone_states_no_rule():
+    # fine-tuned MiniLM read a bare link as a rule (http://localhost:8080/admin 0.55, a Windows
+    # path 0.92, ana@example.com 0.61) and each was pinned as a constraint
+    pasted = ["https://example.com/a/b", "http://localhost:8080/admin", "ana@example.com",
+              "C:\\Users\\ana\\Documents\\report.docx", "/home/ana/notes.txt", "<https://github.com/org/repo/issues/12>"]
+    minilm = MiniLMRuleClassifier()
+    assert [j.score for j in minilm.judge(pasted)] == [0.0] * len(pasted)
+    assert not has_words("km/h") and has_words("Don't") and has_words("e-mail") and has_words("“Metric.”")
+    assert [j.sentence for j in minilm.rules("Always cc boss@corp.com on invoices.")] == ["Always cc boss@corp.com on invoices."]
+    # Chinese around an email is Chinese: the English model does not judge it (it read the email
+    # and scored 0.56, a rule)
+    assert minilm.score("我的邮箱是 wang.li@example.cn。") == default_classifier().score("我的邮箱是 wang.li@example.cn。")
+
+
 def test_a_rule_in_quotation_marks_is_judged_as_the_rule():
     # pasted in quotes, "I dislike floral patterns." scored 0.32 with MiniLM (0.94 without), under
     # its threshold of 0.35

@@ -30,6 +30,7 @@ import json
 import math
 import os
 import re
+import string
 import threading
 import unicodedata
 from collections.abc import Sequence
@@ -81,8 +82,10 @@ class RuleDetector(Protocol):
 
 _CJK = re.compile(r"[\u3400-\u9fff]")
 # a rule is said in words: a "sentence" with no word of two letters or more and no Han
-# character (a counter "（30）", an emoji, "#12") states none, whatever its score
-_WORDY = re.compile(r"[^\W\d_]{2,}|[\u3400-\u9fff]")
+# character (a counter "（30）", an emoji, "#12", a URL, an email, a file path) states none,
+# whatever its score
+_WORDY = re.compile(r"(?=..)[^\W\d_]+(?:['\u2019-][^\W\d_]+)*")
+_EDGES = string.punctuation + "“”‘’«»「」『』（）。，；：！？…"
 _WORD = re.compile(r"[a-z0]+(?:'[a-z]+)?")
 _DIGITS = re.compile(r"\d+")
 # Closed-class cues (pronouns, auxiliaries, time adverbs, question particles): they say who
@@ -156,9 +159,10 @@ _TENSE = [rx for k, rx in _EN if k in _TENSE_CUES]
 
 
 def has_words(sentence: str) -> bool:
-    """Whether ``sentence`` has a word (two letters or more, or a Han character): one that
-    has none states no rule."""
-    return _WORDY.search(sentence) is not None
+    """Whether ``sentence`` has a word: a token between spaces that holds a Han character or,
+    less the punctuation around it, is letters only (two or more, apostrophes and hyphens
+    within). One that has none (a URL, an email or a path pasted alone) states no rule."""
+    return any(_CJK.search(t) or _WORDY.fullmatch(t.strip(_EDGES)) for t in sentence.split())
 
 
 _QUOTES = {'"': '"', "'": "'", "\u201c": "\u201d", "\u2018": "\u2019", "\u00ab": "\u00bb", "\u300c": "\u300d",
