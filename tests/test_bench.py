@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -214,3 +215,36 @@ def test_results_name_the_embedding_model_the_strategies_used(tmp_path, monkeypa
     monkeypatch.setattr(strategies, "_SHARED", {})
     monkeypatch.setenv("MEMOS_EMBEDDING_MODEL_DIR", str(tmp_path / "nothing-here"))
     assert strategies.embedding_model_name() is None  # keyword search alone
+
+
+def _memdaily_file(path: Path) -> None:
+    """A MemDaily-shaped file written here: two trajectories, each one target among filler."""
+    trajectories = []
+    for t, (fact, question) in enumerate([("我婶婶的生日是在5月29号。", "我婶婶的生日是啥时候来着？"),
+                                          ("我家猫的名字叫年糕。", "我家猫叫什么名字？")]):
+        messages = [{"mid": 0, "message": fact}]
+        messages += [{"mid": i, "message": f"今天第{i}次提醒自己多喝水，顺便看了一会儿{['书', '电视', '新闻'][i % 3]}。"}
+                     for i in range(1, 60)]
+        trajectories.append({"tid": t, "message_list": messages,
+                             "question_list": [{"qid": 0, "question": question, "target_step_id": [0]}]})
+    path.write_text(json.dumps(trajectories, ensure_ascii=False), encoding="utf-8")
+
+
+def test_memdaily_runs_on_files_of_its_shape_and_names_one_that_is_not(tmp_path, capsys):
+    data = tmp_path / "memdaily"
+    data.mkdir()
+    _memdaily_file(data / "01_toy.json")
+    out = tmp_path / "memdaily.json"
+    assert main(["bench", "memdaily", "--data", str(data), "--strategies", "sliding_window,bm25,memos",
+                 "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["benchmark"] == "memdaily" and result["params"]["files"] == ["01_toy"]
+    by = {r["strategy"]: r["metrics"] for r in result["results"]}
+    assert set(by) == {"sliding_window", "bm25", "memos"}
+    assert all(m["questions"] == 2 and m["over_budget"] == 0 and m["mean_context_tokens"] <= 1024 for m in by.values())
+    # both targets are 120 messages back, out of a 1,024-token window, and share words with their question
+    assert by["sliding_window"]["target_recall"] == 0.0 and by["memos"]["target_recall"] == 1.0
+    (data / "02_other.json").write_text(json.dumps({"results": [0.5]}), encoding="utf-8")
+    assert main(["bench", "memdaily", "--data", str(data), "--strategies", "bm25"]) == 1
+    said = capsys.readouterr().err
+    assert "02_other.json is not a MemDaily file" in said and "Traceback" not in said

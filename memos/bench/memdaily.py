@@ -45,9 +45,17 @@ def load_memdaily(folder: str | Path, *, trajectories: int = 40, files: Sequence
     paths = sorted(folder.glob("*.json")) if not files else [folder / f for f in files]
     if not paths:
         raise ValueError(f"no MemDaily files (*.json) in {folder}")
-    out = []
-    for path in paths:
-        data = json.loads(path.read_text(encoding="utf-8"))
+    return [_episode(path, start, trajectories) for path in paths]
+
+
+def _episode(path: Path, start: int, trajectories: int) -> Episode:
+    """One file's episode; ``ValueError`` naming the file when it is not a MemDaily file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValueError(f"{path} cannot be read: {exc}") from exc
+    try:
+        data = json.loads(text)
         messages: list[str] = []
         questions: list[tuple[str, tuple[str, ...]]] = []
         for traj in data[start : start + trajectories]:
@@ -57,8 +65,10 @@ def load_memdaily(folder: str | Path, *, trajectories: int = 40, files: Sequence
                 targets = tuple(by_mid[i] for i in q.get("target_step_id", []) if i in by_mid)
                 if targets:
                     questions.append((str(q["question"]), targets))
-        out.append(Episode(path.stem, tuple(messages), tuple(questions)))
-    return out
+    except (ValueError, LookupError, TypeError, AttributeError) as exc:
+        raise ValueError(f"{path} is not a MemDaily file (a list of trajectories, each with message_list "
+                         f"and question_list): {type(exc).__name__}: {exc}") from exc
+    return Episode(path.stem, tuple(messages), tuple(questions))
 
 
 def replay(strat: Strategy, ep: Episode) -> Iterator[tuple[list[dict[str, Any]], float, tuple[str, ...]]]:
