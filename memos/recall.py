@@ -19,6 +19,7 @@ from typing import Any
 
 from .archiving import item_line
 from .config import MemosSettings
+from .embeddings import covers
 from .messages import ROLES
 from .paging.context import recall_message
 from .paging.guards import references
@@ -212,6 +213,11 @@ class Recall:
                      if (since is None or f.valid_from >= since) and (until is None or f.valid_from <= until)]
         # a fact's score is its place in the fact search, normalised as the archive's is
         facts = [replace(h, score=(RRF_K + 1) / (RRF_K + rank)) for rank, h in enumerate(facts, 1)]
+        model = self.archival.model if facts and self.archival.dense else None
+        if model is not None and covers(model, query):  # each fact's similarity, shown as the archive's are
+            query_vec = self.archival.query_vector(query)
+            vecs = model([h.text for h in facts])
+            facts = [replace(h, similarity=float(v @ query_vec)) for h, v in zip(facts, vecs, strict=True)]
         # the two lists merge by the score each hit shows, so a hit never follows a lower one
         ranked = sorted(hits + facts, key=lambda h: -h.score)
         result = ranked[offset : offset + top_k]

@@ -217,6 +217,11 @@ def test_filters_by_kind_time_and_role_and_never_crosses_users(store):
     assert users and all("user" in h.roles for h in users)
     facts = ana.retrieve("locker L-220", 5, kind="fact")
     assert facts and all(h.source == "fact" for h in facts) and any("L-220" in h.text for h in facts)
+    if ana.archival.dense:  # a fact shows its similarity to the query, as an archived item does
+        model = ana.archival.model
+        assert model is not None
+        for h in facts:
+            assert h.similarity == pytest.approx(float(model([h.text])[0] @ model(["locker L-220"])[0]), abs=1e-4)
     page1, page2 = ana.retrieve("capital", 3, page=1), ana.retrieve("capital", 3, page=2)
     assert not {h.id for h in page1} & {h.id for h in page2}
     with pytest.raises(ValueError, match="non-empty"):
