@@ -11,6 +11,7 @@ a value that was corrected later is marked outdated.
 
 from __future__ import annotations
 
+import numbers
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -186,6 +187,7 @@ class Recall:
             raise ValueError(f"top_k must be an int between 1 and 100, got {top_k!r}")
         if not _is_int(page) or page < 1:
             raise ValueError(f"page must be an int >= 1, got {page!r}")
+        top_k, page = int(top_k), int(page)  # a numpy int too, which the database cannot bind
         if kind is not None and kind != "fact" and kind not in ARCHIVE_KINDS:
             raise ValueError(f"kind must be 'fact' or one of {list(ARCHIVE_KINDS)}, got {kind!r}")
         if isinstance(roles, str):
@@ -228,13 +230,15 @@ class Recall:
 
 
 def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def _unix_time(value: float | datetime | None, name: str) -> float | None:
     """``value`` as a Unix time: a number as it is, a datetime by its ``timestamp()``."""
-    if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
-        return value
+    if value is None:
+        return None
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return float(value)
     if isinstance(value, datetime):
         return value.timestamp()
     raise ValueError(f"{name} must be a Unix time (a number) or a datetime, got {value!r}")

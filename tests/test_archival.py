@@ -230,6 +230,7 @@ def test_filters_by_kind_time_and_role_and_never_crosses_users(store):
     assert {h.id for h in ana.retrieve("capital city history", 10, roles="user")} == {h.id for h in users}
     assert ana.retrieve("combination", 10, since=datetime(2096, 1, 1, tzinfo=timezone.utc)) == []
     assert ana.retrieve("combination", 10, kind="note", until=datetime.now(timezone.utc) + timedelta(days=1))
+    assert ana.retrieve("combination", np.int64(10), since=np.float64(0), page=np.int32(1)) == ana.retrieve("combination", 10)
     for bad, match in [({"kind": "notes"}, "kind must be"), ({"roles": ["usr"]}, "roles must be among"),
                        ({"since": "yesterday"}, "since must be a Unix time"), ({"top_k": 2.5}, "top_k must be an int"),
                        ({"page": "2"}, "page must be an int"), ({"top_k": True}, "top_k must be an int")]:
