@@ -63,6 +63,9 @@ def test_constraint_guard_ignores_assistant_messages_by_default():
     units = group_units(msgs({"role": "assistant", "content": "Never book anything with Ryanair."}))
     assert verdicts(ConstraintGuard(), units) == [Verdict.EVICT]
     assert verdicts(ConstraintGuard(roles=("assistant",)), units) == [Verdict.PIN]
+    assert verdicts(ConstraintGuard(roles="assistant"), units) == [Verdict.PIN]  # one role, not its letters
+    with pytest.raises(ValueError, match="roles must be among"):
+        ConstraintGuard(roles=["assistent"])
 
 
 def test_extract_constraints_returns_only_constraint_sentences():

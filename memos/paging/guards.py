@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
+from ..messages import ROLES
 from ..patterns import find_identifiers
 from ..text.rules import default_detector
 from ..text.sentences import split_sentences
@@ -254,12 +255,16 @@ class ConstraintGuard(Guard):
     already hold as a fact is pinned.
 
     ``detector`` maps a message text to its constraint sentences; by default
-    :func:`extract_constraints`, the shipped classifier (English and Chinese).
+    :func:`extract_constraints`, the shipped classifier (English and Chinese). ``roles``: the
+    roles whose messages are read (a role or roles; ``ValueError`` for one that is not a role).
     """
 
-    def __init__(self, detector: Callable[[str], list[str]] = extract_constraints, roles: Sequence[str] = ("user",)) -> None:
+    def __init__(self, detector: Callable[[str], list[str]] = extract_constraints,
+                 roles: str | Sequence[str] = ("user",)) -> None:
         self.detector = detector
-        self.roles = tuple(roles)
+        self.roles = (roles,) if isinstance(roles, str) else tuple(roles)
+        if unknown := [r for r in self.roles if r not in ROLES]:
+            raise ValueError(f"roles must be among {list(ROLES)}, got {unknown!r}")
 
     def __call__(self, unit: Unit, ctx: GuardContext) -> Verdict:
         for m in unit.messages:
