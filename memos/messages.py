@@ -16,7 +16,7 @@ from typing import Any
 
 from .errors import InvalidMessage
 
-__all__ = ["ROLES", "Message", "message_text", "validate_batch", "validate_message"]
+__all__ = ["ROLES", "Message", "message_key", "message_text", "validate_batch", "validate_message"]
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 _KEYS = {"role", "content", "name", "tool_calls", "tool_call_id"}
@@ -77,6 +77,13 @@ def message_text(data: Mapping[str, Any]) -> str:
     return "\n".join(
         str(part.get("text", "")) for part in content if isinstance(part, Mapping) and part.get("type") == "text"
     )
+
+
+def message_key(data: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What identifies a chat message whatever shape a converter gave it: its role, its text,
+    the tool call it answers and the tool calls it makes."""
+    calls = tuple(str(c.get("id")) for c in data.get("tool_calls") or [] if isinstance(c, Mapping))
+    return (data.get("role"), message_text(data).strip(), str(data.get("tool_call_id") or ""), calls)
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

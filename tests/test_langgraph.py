@@ -68,3 +68,49 @@ def test_graph_turns_stay_in_budget_paired_and_keep_the_rules(tmp_path):
         assert not any(isinstance(m, (HumanMessage, AIMessage)) for m in history.messages)
         assert any("vegetarian" in str(m.content) for m in history.messages)  # the user's rule stays
         history.close()
+
+
+def test_a_node_may_hand_over_the_whole_state_each_turn(tmp_path):
+    """The module's example: the agent node adds ``state["messages"]`` as it stands, and a
+    checkpointer keeps the thread, so each turn hands over every earlier message again (and,
+    after a memory tool call, the call and its result)."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    with FakeOpenAI() as srv:
+        history = MemosChatHistory("lg", user="ana", store=str(tmp_path / "lg.db"), budget=2048)
+        llm = ChatOpenAI(model="test-model", base_url=srv.url, api_key="test", max_retries=0).bind_tools(
+            history.tools(prefix="memory_"))
+
+        def agent(state: MessagesState) -> dict:
+            history.add_messages(state["messages"])
+            reply = llm.invoke(history.messages)
+            history.add_messages([reply])
+            return {"messages": [reply]}
+
+        def memory_tools(state: MessagesState) -> dict:
+            return {"messages": history.run_tool_calls(state["messages"][-1])}
+
+        def route(state: MessagesState) -> str:
+            last = state["messages"][-1]
+            return "tools" if isinstance(last, AIMessage) and last.tool_calls else END
+
+        g = StateGraph(MessagesState)
+        g.add_node("agent", agent)
+        g.add_node("tools", memory_tools)
+        g.add_edge(START, "agent")
+        g.add_conditional_edges("agent", route, {"tools": "tools", END: END})
+        g.add_edge("tools", "agent")
+        graph = g.compile(checkpointer=InMemorySaver())
+        thread = {"configurable": {"thread_id": "t1"}}
+        said = ["I'm vegetarian. My booking reference is PNR-31337."] + [f"Question {i}: {FILLER}" for i in range(6)]
+        said += ["Remind me: what was my booking reference?", "ok", "ok"]
+        for text in said:
+            out = graph.invoke({"messages": [HumanMessage(text)]}, thread)
+        logged = history.memory.history()
+        assert [m.text for m in logged if m.role == "user"] == said  # each once, in order ("ok" twice: said twice)
+        assert len(logged) == len(out["messages"])  # the thread and the log hold the same messages
+        assert any(m.role == "tool" for m in logged)
+        for body in srv.requests:
+            calls = [c["id"] for m in body["messages"] if m["role"] == "assistant" for c in m.get("tool_calls") or []]
+            assert sorted(calls) == sorted(m["tool_call_id"] for m in body["messages"] if m["role"] == "tool")
+        history.close()

@@ -11,7 +11,7 @@ logs new ones; ``clear`` sets the session aside (:meth:`memos.Memory.clear`). It
     llm = ChatOpenAI(model="gpt-4o-mini").bind_tools(history.tools())
 
     def agent(state: MessagesState) -> dict:
-        history.add_messages(state["messages"])          # the turn's new messages
+        history.add_messages(state["messages"])          # what the log already holds is skipped
         reply = llm.invoke(history.messages)             # the budgeted prompt
         history.add_messages([reply])
         return {"messages": [reply]}
@@ -39,6 +39,7 @@ from langchain_core.messages import (  # noqa: E402
 )
 
 from ..memory import Memory  # noqa: E402
+from ..messages import message_key  # noqa: E402
 from ..paging.context import is_section  # noqa: E402
 
 __all__ = ["MemosChatHistory"]
@@ -75,12 +76,20 @@ class MemosChatHistory(BaseChatMessageHistory):
         return _to_langchain(self.memory.context(query, tools=self._schemas))
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
-        """Log ``messages`` (memos' own sections, if handed back, are skipped)."""
+        """Log ``messages`` (memos' own sections, if handed back, are skipped). Messages the
+        log already ends with are skipped too, so a node may hand over the whole
+        ``state["messages"]``: the part of it that starts like the log's newest messages is
+        not logged twice."""
         converted = convert_to_openai_messages(list(messages))
         batch = [m for m in (converted if isinstance(converted, list) else [converted]) if not is_section(m)]
         for m in batch:
             if m.get("role") == "assistant" and m.get("tool_calls") and not m.get("content"):
                 m["content"] = None
+        if batch:
+            logged = [message_key(m.data) for m in self.memory.store.newest_messages(self.memory.namespace, len(batch))]
+            keys = [message_key(m) for m in batch]
+            done = next((k for k in range(min(len(keys), len(logged)), 0, -1) if keys[:k] == logged[-k:]), 0)
+            batch = batch[done:]
         if batch:
             self.memory.add(batch)
 

@@ -45,7 +45,7 @@ from agents.models.chatcmpl_converter import Converter  # noqa: E402
 from agents.run_config import CallModelData, ModelInputData  # noqa: E402
 
 from ..memory import Memory  # noqa: E402
-from ..messages import Message  # noqa: E402
+from ..messages import Message, message_key  # noqa: E402
 from ..paging.context import is_section  # noqa: E402
 from ..tools_schema import AGENT_TOOLS, run_tool, tool_schemas  # noqa: E402
 
@@ -166,9 +166,9 @@ class MemosSession:
         schemas = _schemas(data.agent)
 
         def assemble() -> list[dict[str, Any]]:
-            logged = {_key(m.data) for m in self.memory.store.newest_messages(self.memory.namespace, len(given) + 8)}
+            logged = {message_key(m.data) for m in self.memory.store.newest_messages(self.memory.namespace, len(given) + 8)}
             pending = [m for m in (dict(x) for x in Converter.items_to_messages([_plain(i) for i in given]))
-                       if not is_section(m) and _key(m) not in logged]
+                       if not is_section(m) and message_key(m) not in logged]
             reserve = self._instruction_tokens(instructions) + self.memory.counter.count_messages(pending)
             return self.memory.context(tools=schemas, reserve=reserve) + pending
 
@@ -231,12 +231,6 @@ class MemosSession:
 
 def _schemas(agent: Any) -> list[dict[str, Any]]:
     return [s for s in (_chat_tool(t) for t in getattr(agent, "tools", None) or []) if s is not None]
-
-
-def _key(message: dict[str, Any]) -> tuple[Any, ...]:
-    """What identifies a message whatever shape a converter gave it."""
-    calls = tuple(str(c.get("id")) for c in message.get("tool_calls") or [])
-    return (message.get("role"), _text(message.get("content")).strip(), str(message.get("tool_call_id") or ""), calls)
 
 
 def _plain(item: Any) -> Any:
