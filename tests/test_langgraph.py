@@ -17,11 +17,15 @@ from tests.llm_server import FakeOpenAI
 FILLER = "Tell me about the old railway line up the Douro valley and the villages along it, stop by stop. "
 
 
-def _graph(history: MemosChatHistory, llm: Any) -> Any:
+def _graph(history: MemosChatHistory, llm: Any, *, whole_state: bool = False, checkpointer: Any = None) -> Any:
+    """The agent node adds the new user message, or with ``whole_state`` the state as it stands."""
+
     def agent(state: MessagesState) -> dict:
         new = [m for m in state["messages"] if isinstance(m, HumanMessage)][-1:]
         last = state["messages"][-1]
-        if not isinstance(last, ToolMessage):  # a tool result is already in memos
+        if whole_state:
+            history.add_messages(state["messages"])
+        elif not isinstance(last, ToolMessage):  # a tool result is already in memos
             history.add_messages(new)
         reply = llm.invoke(history.messages)
         history.add_messages([reply])
@@ -40,7 +44,7 @@ def _graph(history: MemosChatHistory, llm: Any) -> Any:
     g.add_edge(START, "agent")
     g.add_conditional_edges("agent", route, {"tools": "tools", END: END})
     g.add_edge("tools", "agent")
-    return g.compile()
+    return g.compile(checkpointer=checkpointer)
 
 
 def test_graph_turns_stay_in_budget_paired_and_keep_the_rules(tmp_path):
@@ -80,27 +84,7 @@ def test_a_node_may_hand_over_the_whole_state_each_turn(tmp_path):
         history = MemosChatHistory("lg", user="ana", store=str(tmp_path / "lg.db"), budget=2048)
         llm = ChatOpenAI(model="test-model", base_url=srv.url, api_key="test", max_retries=0).bind_tools(
             history.tools(prefix="memory_"))
-
-        def agent(state: MessagesState) -> dict:
-            history.add_messages(state["messages"])
-            reply = llm.invoke(history.messages)
-            history.add_messages([reply])
-            return {"messages": [reply]}
-
-        def memory_tools(state: MessagesState) -> dict:
-            return {"messages": history.run_tool_calls(state["messages"][-1])}
-
-        def route(state: MessagesState) -> str:
-            last = state["messages"][-1]
-            return "tools" if isinstance(last, AIMessage) and last.tool_calls else END
-
-        g = StateGraph(MessagesState)
-        g.add_node("agent", agent)
-        g.add_node("tools", memory_tools)
-        g.add_edge(START, "agent")
-        g.add_conditional_edges("agent", route, {"tools": "tools", END: END})
-        g.add_edge("tools", "agent")
-        graph = g.compile(checkpointer=InMemorySaver())
+        graph = _graph(history, llm, whole_state=True, checkpointer=InMemorySaver())
         thread = {"configurable": {"thread_id": "t1"}}
         said = ["I'm vegetarian. My booking reference is PNR-31337."] + [f"Question {i}: {FILLER}" for i in range(6)]
         said += ["Remind me: what was my booking reference?", "ok", "ok"]
