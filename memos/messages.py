@@ -16,7 +16,7 @@ from typing import Any
 
 from .errors import InvalidMessage
 
-__all__ = ["ROLES", "Message", "message_key", "message_text", "validate_batch", "validate_message"]
+__all__ = ["ROLES", "Message", "as_roles", "message_key", "message_text", "validate_batch", "validate_message"]
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 _KEYS = {"role", "content", "name", "tool_calls", "tool_call_id"}
@@ -77,6 +77,14 @@ def message_text(data: Mapping[str, Any]) -> str:
     return "\n".join(
         str(part.get("text", "")) for part in content if isinstance(part, Mapping) and part.get("type") == "text"
     )
+
+
+def as_roles(roles: str | Sequence[str]) -> tuple[str, ...]:
+    """``roles`` (one role, or several) as a tuple; ``ValueError`` for a name not in :data:`ROLES`."""
+    out = (roles,) if isinstance(roles, str) else tuple(roles)
+    if unknown := [r for r in out if r not in ROLES]:
+        raise ValueError(f"roles must be among {list(ROLES)}, got {unknown!r}")
+    return out
 
 
 def message_key(data: Mapping[str, Any]) -> tuple[Any, ...]:

@@ -21,7 +21,7 @@ from typing import Any
 from .archiving import item_line
 from .config import MemosSettings
 from .embeddings import covers
-from .messages import ROLES
+from .messages import as_roles
 from .paging.context import recall_message
 from .paging.guards import references
 from .state import SessionState
@@ -190,20 +190,17 @@ class Recall:
         top_k, page = int(top_k), int(page)  # a numpy int too, which the database cannot bind
         if kind is not None and kind != "fact" and kind not in ARCHIVE_KINDS:
             raise ValueError(f"kind must be 'fact' or one of {list(ARCHIVE_KINDS)}, got {kind!r}")
-        if isinstance(roles, str):
-            roles = [roles]
-        if roles is not None and (unknown := [r for r in roles if r not in ROLES]):
-            raise ValueError(f"roles must be among {list(ROLES)}, got {unknown!r}")
+        roles = as_roles(roles) if roles is not None else None
         since, until = _unix_time(since, "since"), _unix_time(until, "until")
         offset = (page - 1) * top_k
         hits: list[Hit] = []
         if kind != "fact":  # what the hot tier holds is in the prompt already
             depth = search_depth(top_k, offset)
             pool = max(RETRIEVE_POOL, 4 * depth)  # one pool for the pages of a query: one order
+            hot = {m.id for m in self.state.hot}
             while True:
                 found = self.archival.search(query, depth, since=since, until=until, kinds=[kind] if kind else None,
-                                             roles=roles, exclude_message_ids={m.id for m in self.state.hot},
-                                             pool=pool)
+                                             roles=roles, exclude_message_ids=hot, pool=pool)
                 hits = self._listed(found, kind)
                 # full, or the archive has no more, or 1,000 items past the page were looked at
                 if len(hits) >= offset + top_k or len(found) < depth or depth >= offset + 20 * SEARCH_STEP:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
-from ..messages import ROLES
+from ..messages import as_roles
 from ..patterns import find_identifiers
 from ..text.rules import default_detector
 from ..text.sentences import split_sentences
@@ -262,9 +262,7 @@ class ConstraintGuard(Guard):
     def __init__(self, detector: Callable[[str], list[str]] = extract_constraints,
                  roles: str | Sequence[str] = ("user",)) -> None:
         self.detector = detector
-        self.roles = (roles,) if isinstance(roles, str) else tuple(roles)
-        if unknown := [r for r in self.roles if r not in ROLES]:
-            raise ValueError(f"roles must be among {list(ROLES)}, got {unknown!r}")
+        self.roles = as_roles(roles)
 
     def __call__(self, unit: Unit, ctx: GuardContext) -> Verdict:
         for m in unit.messages:
