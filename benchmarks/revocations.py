@@ -43,7 +43,16 @@ from memos.text.rules import features
 from memos.text.sentences import split_sentences
 from memos.tiers.facts import Invalidation
 
-from .rules import SHARED_DATA, SPLITS, _commit, _rates, load_benchmark_sentences, load_corpus, train_evaluate_args
+from .rules import (
+    SHARED_DATA,
+    SPLITS,
+    _commit,
+    _rates,
+    fit_precision_first,
+    load_benchmark_sentences,
+    load_corpus,
+    train_evaluate_args,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 REVOCATIONS = ROOT / "tests" / "data" / "rules" / "revocations.tsv"
@@ -160,47 +169,15 @@ def evaluate(judge: Callable[[str], bool] = _revokes, *, data: Path = SHARED_DAT
 
 
 def train(out: Path = REVOCATIONS_FILE, *, progress: Callable[[str], None] = print) -> dict[str, Any]:
-    """Fit the weights on the train splits and write them (needs scikit-learn)."""
-    import gzip
-    import json
-
-    import numpy as np
-    from sklearn.feature_extraction import DictVectorizer
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.model_selection import StratifiedKFold, cross_val_predict
-
+    """Fit the weights on the train splits and write them (needs scikit-learn). Precision
+    first: a false revocation closes the rules it shares words with."""
     rows = [r for r in load_revocations() if r["split"] == "train"]
     rows += [{**r, "label": "none"} for r in load_corpus() if r["split"] == "train"]
-    vec = DictVectorizer()
-    x = vec.fit_transform([features(r["text"]) for r in rows])
-    y = np.array([r["label"] == "revoke" for r in rows], dtype=int)
-    lang = np.array([r["lang"] for r in rows])
-    folds = list(StratifiedKFold(5, shuffle=True, random_state=0).split(x, [f"{a}{b}" for a, b in zip(lang, y, strict=True)]))
-    model = LogisticRegression(C=C, max_iter=5000, class_weight="balanced")
-    progress(f"cross-validating on {len(rows)} train sentences ({int(y.sum())} revocations)")
-    cv = cross_val_predict(model, x, y, cv=folds, method="predict_proba")[:, 1]
-    thresholds: dict[str, float] = {}
-    cv_rates: dict[str, dict[str, float]] = {}
-    for language in ("en", "zh"):
-        s, gold = cv[lang == language], y[lang == language] == 1
-        # precision first: a false revocation closes the rules it shares words with
-        t = min(t for t in np.arange(0.30, 0.991, 0.01) if (s >= t).any() and gold[s >= t].mean() >= PRECISION)
-        thresholds[language] = round(float(t), 2)
-        pred = s >= thresholds[language]
-        cv_rates[language] = {"recall": round(float(pred[gold].mean()), 3), "precision": round(float(gold[pred].mean()), 3)}
-    model.fit(x, y)
-    names = vec.get_feature_names_out()
-    doc = {
-        "about": "memos revocation classifier: logistic regression over memos.text.rules.features; fitted by "
-                 "benchmarks/revocations.py on the train splits of tests/data/rules/revocations.tsv and corpus.tsv",
-        "C": C, "thresholds": thresholds, "cv_on_train": cv_rates,
-        "bias": round(float(model.intercept_[0]), 4),
-        "weights": {str(n): round(float(w), 4) for n, w in zip(names, model.coef_[0], strict=False) if abs(w) >= 1e-3},
-    }
-    data = (json.dumps(doc, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n").encode("utf-8")
-    out.write_bytes(gzip.compress(data, 9, mtime=0))  # mtime 0: the same weights, the same bytes
-    progress(f"wrote {out} ({len(doc['weights'])} weights, thresholds {thresholds}, cross-validated {cv_rates})")
-    return doc
+    return fit_precision_first(
+        [features(r["text"]) for r in rows], [r["label"] == "revoke" for r in rows], [r["lang"] for r in rows],
+        c=C, precision=PRECISION, out=out, progress=progress,
+        about="memos revocation classifier: logistic regression over memos.text.rules.features; fitted by "
+              "benchmarks/revocations.py on the train splits of tests/data/rules/revocations.tsv and corpus.tsv")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -6,8 +6,11 @@
   preferences, English and Chinese, pinned; see :mod:`memos.text.rules`), tastes ("I love",
   "我喜欢": kept, shown when relevant), addresses (one current value: a new one supersedes
   the old), "my X is Y" / "我的X是Y" statements the attribute classifier keeps (see
-  :mod:`memos.text.attributes`), identifiers, and revocations ("I'm not vegetarian anymore",
-  "出差不用只坐高铁了", as the revocation classifier judges them: :mod:`memos.text.revocations`);
+  :mod:`memos.text.attributes`), identifiers, corrections that name no key ("Sorry, wrong
+  number, it's +351 913 000 111.", "我换号了，新号码是13900139000。": a new value for the phone
+  number or email given shortly before, as the correction classifier judges them:
+  :mod:`memos.text.corrections`), and revocations ("I'm not vegetarian anymore", "出差不用只坐高铁了", as the
+  revocation classifier judges them: :mod:`memos.text.revocations`);
 - assistant messages: decisions ("booked", "confirmed", "decided", …) and identifiers;
 - tool chains: the task state (the last call of each tool and its result), failed
   attempts (error results), and identifiers found in the results (JSON fields included).
@@ -27,6 +30,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 from .messages import Message
 from .patterns import DECISION, FAILURE, find_identifiers, identifier_spans
 from .text.attributes import AttributeClassifier, default_attribute_classifier
+from .text.corrections import CorrectionClassifier, default_correction_classifier
 from .text.revocations import RevocationClassifier, default_revocation_classifier
 from .text.rules import RuleDetector, default_detector
 from .text.sentences import split_sentences
@@ -102,8 +106,9 @@ class RuleExtractor:
     """The offline :class:`FactExtractor`: the rule classifier for rules the user sets
     (``detector``, default the shipped one), the attribute classifier for "my X is Y" /
     "我的X是Y" (``attributes``, default the shipped one), the revocation classifier for
-    sentences that lift a rule (``revocations``, default the shipped one), patterns for
-    identifiers, addresses and the rest."""
+    sentences that lift a rule (``revocations``, default the shipped one), the correction
+    classifier for a phone number or email given as a new one without its name
+    (``corrections``, default the shipped one), patterns for identifiers, addresses and the rest."""
 
     name: str = "rules"
     pin_preferences: bool = True
@@ -113,6 +118,7 @@ class RuleExtractor:
     # of the messages asked about (target recall 0.638 -> 0.569 on two files); see the README
     chinese_attributes: bool = False
     revocations: RevocationClassifier | None = None
+    corrections: CorrectionClassifier | None = None
 
     def extract(self, messages: Sequence[Message], known: Sequence[Fact] = ()) -> Extraction:
         """Facts and revocations found in ``messages``; tool results need their call among them.
@@ -141,6 +147,8 @@ class RuleExtractor:
         judged = (self.detector or default_detector()).judge(sentences) if m.role == "user" and sentences else []
         revocations = self.revocations or default_revocation_classifier()
         revoking = revocations.judge(sentences)
+        corrections = self.corrections or default_correction_classifier()
+        corrected: list[FactCandidate] = []
         for i, sentence in enumerate(sentences):
             rule = judged[i] if i < len(judged) and judged[i].is_rule else None
             found = None
@@ -159,12 +167,19 @@ class RuleExtractor:
             if rule is None and _SOFT_PREFERENCE.search(sentence) and not sentence.endswith(("?", "？")):
                 cands.append(FactCandidate("preference", fact_key("preference", sentence), sentence, src, m.seq,
                                            origin=self.name))
+            fixed = dict(corrections.corrections(sentences, i)) if m.role == "user" else {}
             for a in (self.attributes or default_attribute_classifier()).attributes(
                     sentence, chinese=self.chinese_attributes):
+                kind = next((k for k, v in fixed.items() if v in a.value), "")
+                fixed.pop(kind, None)  # "scratch that, my number is …": the stated key carries the correction
                 cands.append(FactCandidate("fact", fact_key("fact", a.key), a.value, src, m.seq,
-                                           confidence=a.score, single=True, origin=self.name))
+                                           confidence=a.score, single=True, origin=self.name, corrects=kind))
+            corrected += [FactCandidate("identifier", fact_key("identifier", value), _snippet(sentence, 0, len(sentence)),
+                                        src, m.seq, confidence=0.8, once=True, origin=self.name, corrects=kind)
+                          for kind, value in fixed.items()]
         self._addresses(text, src, m.seq, cands)
         self._identifiers(text, src, m.seq, cands)
+        cands += corrected  # after the identifiers: a corrected identifier is superseded by the new one's row
 
     def _assistant(self, m: Message, src: tuple[str, ...], cands: list[FactCandidate]) -> None:
         text = m.text

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["ACK", "DECISION", "FAILURE", "GOAL", "IDENTIFIER", "find_codes", "find_identifiers", "identifier_spans"]
+__all__ = ["ACK", "DECISION", "FAILURE", "GOAL", "IDENTIFIER", "find_codes", "find_identifiers",
+           "identifier_spans", "value_kind"]
 
 # Boundaries are ASCII-only: an id glued to Chinese text ("订单号是ORD-88123，") is still an id,
 # where \b would see no boundary between two word characters.
@@ -46,6 +47,23 @@ DECISION = re.compile(
 FAILURE = re.compile(
     r"\b(?:error|failed|failure|unable|rejected|not available|unavailable|denied|invalid|timeout|sold out)\b|失败|错误", re.I
 )
+
+
+_EMAIL = re.compile(r"[A-Za-z0-9.+_-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")
+_PHONE = re.compile(r"\+?\d[\d -]{5,}\d")
+_DATE = re.compile(r"\d{4}-\d{1,2}-\d{1,2}(?!\d)")  # "2024-04-15 9:00" reads as digits and dashes too
+
+
+def value_kind(value: str) -> str | None:
+    """What kind of contact value ``value`` is, whole: ``"email"``, ``"phone"`` (seven digits
+    or more), or None. A person has one current value of each, so a correction that names no key
+    ("wrong number, it's …") can be matched to the value it corrects."""
+    v = value.strip().rstrip(".,;:。，；")
+    if _EMAIL.fullmatch(v):
+        return "email"
+    if _PHONE.fullmatch(v) and sum(c.isdigit() for c in v) >= 7 and not _DATE.match(v):
+        return "phone"
+    return None
 
 
 def identifier_spans(text: str) -> list[tuple[int, int, str]]:

@@ -24,8 +24,8 @@ from .linear import LinearModel
 from .rules import _CJK, features
 from .sentences import ABBREVIATION
 
-__all__ = ["ATTRIBUTES_FILE", "Attribute", "AttributeClassifier", "attribute_features", "default_attribute_classifier",
-           "find_attributes"]
+__all__ = ["ATTRIBUTES_FILE", "Attribute", "AttributeClassifier", "attribute_features", "current_key",
+           "default_attribute_classifier", "find_attributes"]
 
 ATTRIBUTES_FILE = Path(__file__).with_name("attributes_model.json.gz")
 
@@ -42,6 +42,8 @@ _NEXT_CLAUSE = re.compile(r"(?:,\s*(?:and|but|so|or|because|since|though|althoug
                           r"she|it|they|can|could|would|will|please|do|does|did|is|are|what|how|why|where|who)\b|"
                           r"(?<!\s)\s+(?:and|but)\s+(?:my|i|i'm|we|it's)\b).*",
                           re.IGNORECASE | re.DOTALL)
+_CURRENT = re.compile(r"^(?:(?:new|current|correct|right|updated|actual|real) (?=\S)|(?:最新的|新的|现在的|正确的)(?=\S)"
+                      r"|新(?=手机|电话|号码|邮箱|地址|微信))", re.IGNORECASE)
 _DIGIT = re.compile(r"\d")
 _CAPITAL = re.compile(r"(?:^|\s)[A-Z][a-z]")
 _LATIN = re.compile(r"[A-Za-z]")
@@ -55,6 +57,13 @@ class Attribute:
     key: str
     value: str
     score: float
+
+
+def current_key(key: str) -> str:
+    """``key`` without a word that says its value is the current one ("my new email is …",
+    "我的新手机号是…"): the value is the key's, and replaces the one given before."""
+    rest = _CURRENT.sub("", key, count=1)
+    return rest if rest.strip() else key
 
 
 def find_attributes(sentence: str, *, chinese: bool = True) -> list[tuple[str, str]]:
@@ -114,7 +123,7 @@ class AttributeClassifier(LinearModel):
         """The attributes ``sentence`` states: pairs in the frame (Chinese ones only with
         ``chinese``) that the model keeps."""
         found = [Attribute(k, v, round(self.score(k, v), 4)) for k, v in find_attributes(sentence, chinese=chinese)]
-        return [a for a in found if a.score >= self.threshold_for(a.key)]
+        return [Attribute(current_key(a.key), a.value, a.score) for a in found if a.score >= self.threshold_for(a.key)]
 
 
 @functools.lru_cache(maxsize=1)

@@ -24,9 +24,11 @@ from sqlalchemy import event, text
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, func, select
 
+from ..patterns import value_kind
 from ..text.search import KeywordIndex
 from ..text.terms import content_terms
 from .facts import (
+    CORRECTION_WINDOW,
     FACT_KINDS,
     RULE_KINDS,
     SLOT_KINDS,
@@ -112,10 +114,21 @@ class ColdTier:
                 rule = inv.otherwise
                 candidates.append(rule if rule.source_time else replace(rule, source_time=inv.source_time))
         for cand in candidates:
+            corrected = self._corrected(session, cand) if cand.corrects else None
+            if corrected is not None and (corrected.kind == "fact" or corrected.key == "address"):
+                # filed under the corrected value's key; an identifier's key is its bare value
+                cand = replace(cand, kind=corrected.kind, key=corrected.key, single=True, once=False,
+                               value=cand.key if cand.kind == "identifier" else cand.value)
             gone = max(forgotten.get((cand.kind, cand.key), -2), forgotten.get((cand.kind, _digest(cand.key)), -2))
             if gone >= cand.source_seq:
                 continue
-            changes.append(self._apply_one(session, cand, now))
+            change = self._apply_one(session, cand, now)
+            changes.append(change)
+            if (corrected is not None and corrected.kind == "identifier" and corrected.key != "address"
+                    and corrected.id != change.fact.id):
+                changes.append(self._supersede(session, corrected, change.fact))
+            if change.op is FactOp.UPDATE and change.previous is not None:
+                changes.extend(self._retire_identifier(session, change.previous.value, change.fact))
         session.flush()
         written = [ch.fact for ch in changes if ch.op is not FactOp.NOOP]
         self._index_fts(session, written)
@@ -196,11 +209,38 @@ class ColdTier:
         s.add(fact)
         s.flush()
         if op is FactOp.UPDATE and row is not None:
-            row.status = "superseded"
-            row.valid_to = fact.valid_from
-            row.superseded_by = fact.id
-            s.add(row)
+            self._supersede(s, row, fact)
         return FactChange(op, fact, row)
+
+    def _corrected(self, s: Session, cand: FactCandidate) -> Fact | None:
+        """The current value a keyless correction replaces: the newest one of its kind (a phone
+        number, an email) stated in the last :data:`CORRECTION_WINDOW` messages before it; of
+        one message, its keyed fact rather than the bare identifier."""
+        rows = s.exec(select(Fact).where(
+            Fact.namespace == self.namespace, Fact.status == "current", col(Fact.kind).in_(SLOT_KINDS),
+            Fact.source_seq >= cand.source_seq - CORRECTION_WINDOW, Fact.source_seq <= cand.source_seq)).all()
+        new = normalize(cand.key if cand.kind == "identifier" else cand.value)  # an identifier's key is its value
+        found = [r for r in rows
+                 if value_kind(r.value if r.kind == "fact" else r.key) == cand.corrects
+                 and new not in (normalize(r.value), normalize(r.key))
+                 and (cand.source_time <= 0 or r.valid_from <= cand.source_time)]
+        if cand.source_time > 0:
+            return max(found, key=lambda r: (r.valid_from, r.source_seq, r.kind == "fact", r.id or 0), default=None)
+        return max(found, key=lambda r: (r.source_seq, r.kind == "fact", r.id or 0), default=None)
+
+    def _supersede(self, s: Session, row: Fact, by: Fact) -> FactChange:
+        row.status = "superseded"
+        row.valid_to = by.valid_from
+        row.superseded_by = by.id
+        s.add(row)
+        return FactChange(FactOp.UPDATE, by, row)
+
+    def _retire_identifier(self, s: Session, old_value: str, by: Fact) -> list[FactChange]:
+        """A slot's old value seen as an identifier ("identifier +351 912 345 678: My phone
+        number is …") is superseded with the slot, so no current row still gives it."""
+        rows = s.exec(select(Fact).where(Fact.namespace == self.namespace, Fact.kind == "identifier",
+                                         Fact.key == old_value.strip(), Fact.status == "current")).all()
+        return [self._supersede(s, row, by) for row in rows if row.id != by.id]
 
     def _invalidate_matching(self, s: Session, inv: Invalidation, now: float) -> list[FactChange]:
         if inv.fact_id is not None:

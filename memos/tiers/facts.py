@@ -29,6 +29,8 @@ FACT_KINDS = ("constraint", "preference", "identifier", "task_state", "decision"
 # and a single-valued slot ("address") is one slot whether a rule called it a fact or an identifier.
 RULE_KINDS = ("constraint", "preference")
 SLOT_KINDS = ("fact", "identifier")
+# How far back, in messages, a correction that names no key looks for the value it corrects.
+CORRECTION_WINDOW = 20
 
 
 class FactBase(MemosModel):
@@ -115,6 +117,11 @@ class FactCandidate:
     ``single`` makes the key single-valued: a new value supersedes the current one (an
     address, "my email is ..."). ``once`` records the key once: later candidates for a
     key that has a current row are NOOP (an identifier seen again in another sentence).
+    ``corrects`` marks a correction, with the kind of value it gives ("phone", "email": see
+    :func:`memos.patterns.value_kind`): it replaces the newest value of that kind stated in
+    the last :data:`CORRECTION_WINDOW` messages, under that value's key when it has one (an
+    identifier candidate's key is its bare value), superseding it when it is a bare
+    identifier; when there is none, it is applied as it is.
     """
 
     kind: str
@@ -130,6 +137,7 @@ class FactCandidate:
     # Unix time of the newest source message (0: unknown). It orders values of one key across
     # sessions, where seq numbers start over; ``source_seq`` orders them when it is unknown.
     source_time: float = 0.0
+    corrects: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in FACT_KINDS:
