@@ -9,8 +9,8 @@
   :mod:`memos.text.attributes`), identifiers, corrections that name no key ("Sorry, wrong
   number, it's +351 913 000 111.", "我换号了，新号码是13900139000。": a new value for the phone
   number or email given shortly before, as the correction classifier judges them:
-  :mod:`memos.text.corrections`), and revocations ("I'm not vegetarian anymore", "出差不用只坐高铁了", as the
-  revocation classifier judges them: :mod:`memos.text.revocations`);
+  :mod:`memos.text.corrections`), and revocations ("I'm not vegetarian anymore",
+  "出差不用只坐高铁了", as the revocation classifier judges them: :mod:`memos.text.revocations`);
 - assistant messages: decisions ("booked", "confirmed", "decided", …) and identifiers;
 - tool chains: the task state (the last call of each tool and its result), failed
   attempts (error results), and identifiers found in the results (JSON fields included).
@@ -174,7 +174,7 @@ class RuleExtractor:
                 fixed.pop(kind, None)  # "scratch that, my number is …": the stated key carries the correction
                 cands.append(FactCandidate("fact", fact_key("fact", a.key), a.value, src, m.seq,
                                            confidence=a.score, single=True, origin=self.name, corrects=kind))
-            corrected += [FactCandidate("identifier", fact_key("identifier", value), _snippet(sentence, 0, len(sentence)),
+            corrected += [FactCandidate("identifier", fact_key("identifier", value), " ".join(sentence.split()),
                                         src, m.seq, confidence=0.8, once=True, origin=self.name, corrects=kind)
                           for kind, value in fixed.items()]
         self._addresses(text, src, m.seq, cands)

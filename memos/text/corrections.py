@@ -5,8 +5,9 @@
 wrong number call from …", "不对劲，这个号码一直骚扰我" and "is ana@new.com the right email?"
 share their words and replace nothing. Which is which is decided by a measured classifier, not
 a word list: a logistic regression over :func:`memos.text.rules.features` of the sentence that
-gives the value, with the sentence before and after it, the value and other identifiers masked. Its weights ship
-with the package (``corrections_model.json.gz``); they were fitted by
+gives the value, with the sentence before and after it (the value and other identifiers
+masked), and a few closed-class cues. Its weights ship with the package
+(``corrections_model.json.gz``); they were fitted by
 ``benchmarks/corrections.py`` on the *train* split of ``tests/data/facts/corrections.tsv``
 (corrections and hard negatives, English and Chinese), and its precision and recall on the
 held-back *test* split, and how many benchmark turns with a phone number or an email it takes
