@@ -115,8 +115,8 @@ class ColdTier:
                 candidates.append(rule if rule.source_time else replace(rule, source_time=inv.source_time))
         for cand in candidates:
             corrected = self._corrected(session, cand) if cand.corrects else None
-            if corrected is not None and (corrected.kind == "fact" or corrected.key == "address"):
-                # filed under the corrected value's key; an identifier's key is its bare value
+            keyed = corrected is not None and (corrected.kind == "fact" or corrected.key == "address")
+            if keyed and corrected is not None:  # filed under its key; an identifier's key is its bare value
                 cand = replace(cand, kind=corrected.kind, key=corrected.key, single=True, once=False,
                                value=cand.key if cand.kind == "identifier" else cand.value)
             gone = max(forgotten.get((cand.kind, cand.key), -2), forgotten.get((cand.kind, _digest(cand.key)), -2))
@@ -124,10 +124,10 @@ class ColdTier:
                 continue
             change = self._apply_one(session, cand, now)
             changes.append(change)
-            if (corrected is not None and corrected.kind == "identifier" and corrected.key != "address"
-                    and corrected.id != change.fact.id):
+            if corrected is not None and not keyed and corrected.id != change.fact.id:  # a bare identifier
                 changes.append(self._supersede(session, corrected, change.fact))
-            if change.op is FactOp.UPDATE and change.previous is not None:
+            if change.op is FactOp.UPDATE and change.previous is not None and change.fact.kind in SLOT_KINDS:
+                # a slot's old value only: a task state's update (every tool call) needs no lookup
                 changes.extend(self._retire_identifier(session, change.previous.value, change.fact))
         session.flush()
         written = [ch.fact for ch in changes if ch.op is not FactOp.NOOP]
