@@ -313,8 +313,8 @@ def test_a_chatty_user_gets_their_rules_pinned_and_little_else(model, monkeypatc
     pinned = [f.value for f in mem.facts() if f.pinned]
     assert set(CHATTY_RULES) <= set(pinned)
     others = [p for p in pinned if p not in CHATTY_RULES]
-    # MiniLM pins "Never underestimate what a few pizzas can do for morale!" (0.29 against its
-    # threshold of 0.26); the n-grams alone pin two ("... picking up the violin again ...",
+    # MiniLM pins "Never underestimate what a few pizzas can do for morale!" (0.67 against its
+    # threshold of 0.57); the n-grams alone pin two ("... picking up the violin again ...",
     # "I can't wait for the holidays, ..."). The weights before the corpus had chatty hard
     # negatives (en-3687 on) pinned the same one with MiniLM and three with the n-grams
     assert len(others) <= (1 if model == "minilm" else 2), others
