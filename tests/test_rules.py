@@ -60,8 +60,8 @@ def test_held_back_test_split_recall_and_precision_do_not_regress(lang, recall, 
     # the n-gram model alone (memos' detector for Chinese, and for English where the embedding
     # model is not on disk), recorded (recall / precision): en 0.925 / 0.765, zh 0.923 / 0.930
     # (the test split holds chatty rules, chit-chat and rules stated as a state, "I have a
-    # sesame allergy", since en-3687 / zh-4049, and one-off requests that invoke a rule, "Show
-    # me some laptops within my budget", since en-3895 / zh-4337, which the n-grams judge worst)
+    # sesame allergy", since en-3687 / zh-4049, and one-off requests that invoke a rule, "Find
+    # running shoes in my size and budget", since en-3895 / zh-4337, which the n-grams judge worst)
     assert r["recall"] >= recall
     assert r["precision"] >= precision
 
