@@ -31,6 +31,7 @@ from .state import SessionState
 from .store import Demotion, SummaryRow
 from .tiers.archival import ArchivalTier, ArchiveItem
 from .tiers.cold import ColdTier, FactCandidate, Invalidation, fact_log
+from .tiers.facts import CORRECTION_WINDOW
 from .tiers.hot import Unit, group_units, tool_names
 from .tiers.warm import ExtractiveSummarizer, Summarizer, SummaryPlan, fit_summary, prepare_summary
 from .tokens import TokenCounter
@@ -227,7 +228,13 @@ class Compactor:
             except Exception as exc:
                 found = self.rules.extract([m for m in messages if m.role != "user"])
                 name = f"rules (fallback: {_reason(exc)})"
-        return timed(found.candidates, messages), timed(found.invalidations, messages), name
+        return self._windowed(timed(found.candidates, messages)), timed(found.invalidations, messages), name
+
+    def _windowed(self, cands: list[FactCandidate]) -> list[FactCandidate]:
+        """Corrections with the time their window opens in this session: the cold tier serves
+        all of a user's sessions, whose seq numbers each start at 0."""
+        return [replace(c, window_from=self.store.time_from(self.state.namespace, c.source_seq - CORRECTION_WINDOW))
+                if c.corrects and c.source_time > 0 and not c.window_from else c for c in cands]
 
     def summarize(self, plan: SummaryPlan) -> tuple[str, str]:
         try:

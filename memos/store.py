@@ -228,6 +228,13 @@ class Store:
                  .order_by(col(MessageRow.seq).desc()).limit(limit))
             return [_to_message(r) for r in reversed(s.exec(q).all())]
 
+    def time_from(self, ns: Namespace, seq: int) -> float:
+        """When the oldest message of ``ns`` numbered ``seq`` or later was added (0 when none is)."""
+        with Session(self.engine, expire_on_commit=False) as s:
+            first = s.exec(select(func.min(MessageRow.created_at)).where(MessageRow.namespace == _ns_key(ns),
+                                                                         MessageRow.seq >= seq)).one()
+            return 0.0 if first is None else float(first)
+
     def next_seq(self, ns: Namespace) -> int:
         """The sequence number the next message of ``ns`` gets."""
         with Session(self.engine, expire_on_commit=False) as s:

@@ -138,6 +138,24 @@ def test_a_later_session_corrects_and_lifts_what_a_longer_earlier_one_set(store)
     third.close()
 
 
+def test_a_keyless_correction_looks_back_in_its_own_session_only(store):
+    # "Sorry, wrong number, it's …" replaces a number given shortly before it in the same chat.
+    # Another session's messages are numbered from 0 too; a number from the start of the
+    # last chat must not count as said just now.
+    first = Memory("s1", user="ana", store=store, budget=2048, tools=[])
+    first.add([user("My phone number is +351 912 345 678."), assistant("Saved.")])
+    first.close()
+    second = Memory("s2", user="ana", store=store, budget=2048, tools=[])
+    second.add([user("Hi again, a quick one today."), assistant("Hello! What do you need?")])
+    second.add(user("Sorry, wrong number, it's +351 913 000 111."))
+    assert {f.key: f.value for f in second.facts()}["phone number"] == "+351 912 345 678"
+    second.add([assistant("Which number should I use?"), user("My work phone number is +351 966 000 222."),
+                assistant("Noted."), user("Sorry, wrong number, it's +351 966 000 333.")])
+    facts = {f.key: f.value for f in second.facts()}
+    assert facts["work phone number"] == "+351 966 000 333" and facts["phone number"] == "+351 912 345 678"
+    second.close()
+
+
 def test_one_store_object_per_url_and_one_indexing_thread(store):
     before = threading.active_count()
     sessions = [Memory(f"s{i}", user=f"u{i % 7}", store=store, budget=1024, tools=[]) for i in range(60)]

@@ -215,10 +215,12 @@ class ColdTier:
     def _corrected(self, s: Session, cand: FactCandidate) -> Fact | None:
         """The current value a keyless correction replaces: the newest one of its kind (a phone
         number, an email) stated in the last :data:`CORRECTION_WINDOW` messages before it; of
-        one message, its keyed fact rather than the bare identifier."""
+        one message, its keyed fact rather than the bare identifier. The window is counted in
+        time from its first message when the candidate says when that was, else in seq numbers."""
+        window = ((Fact.valid_from >= cand.window_from,) if cand.window_from > 0 else
+                  (Fact.source_seq >= cand.source_seq - CORRECTION_WINDOW, Fact.source_seq <= cand.source_seq))
         rows = s.exec(select(Fact).where(
-            Fact.namespace == self.namespace, Fact.status == "current", col(Fact.kind).in_(SLOT_KINDS),
-            Fact.source_seq >= cand.source_seq - CORRECTION_WINDOW, Fact.source_seq <= cand.source_seq)).all()
+            Fact.namespace == self.namespace, Fact.status == "current", col(Fact.kind).in_(SLOT_KINDS), *window)).all()
         new = normalize(cand.key if cand.kind == "identifier" else cand.value)  # an identifier's key is its value
         found = [r for r in rows
                  if value_kind(r.value if r.kind == "fact" else r.key) == cand.corrects

@@ -138,6 +138,10 @@ class FactCandidate:
     # sessions, where seq numbers start over; ``source_seq`` orders them when it is unknown.
     source_time: float = 0.0
     corrects: str = ""
+    # Unix time of the first of the correction window's messages in the correction's own
+    # session (0: unknown; the window is then counted in seq numbers, which start over in
+    # each session, so a value from another session with a low seq would fall in it)
+    window_from: float = 0.0
 
     def __post_init__(self) -> None:
         if self.kind not in FACT_KINDS:
