@@ -20,7 +20,7 @@ from .messages import Message
 from .paging.context import assemble, facts_message, pinned_message, pressure_message, recall_message, summary_message
 from .paging.guards import extract_constraints
 from .patterns import find_identifiers
-from .recall import Recall
+from .recall import Recall, mark_outdated
 from .state import SessionState
 from .text.terms import content_terms, held_by, holds_words, line_words
 from .tiers.cold import ColdTier, Fact
@@ -361,11 +361,13 @@ class ContextAssembler:
                     and not (_net_fact(f) and f.key.lower() not in asked)] if text else []
             seen: set[int | None] = set()
             used = self.counter.count_message(facts_message(["x"]) or {})
+            superseded = self.recall.superseded()
             for f in hits:
                 if f.id in seen:
                     continue
                 seen.add(f.id)
-                line = f.line()
+                # a current fact's sentence may quote another value corrected since ("my email is …")
+                line = mark_outdated(f.line(), superseded, own=(f.key, f.value))
                 cost = self.counter.count(line) + 2
                 if used + cost > limit:
                     continue

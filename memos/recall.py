@@ -44,6 +44,17 @@ SEARCH_STEP = 50
 RETRIEVE_POOL = 400
 
 
+
+def mark_outdated(text: str, superseded: Sequence[str], *, own: Sequence[str] = ()) -> str:
+    """``text`` with a note naming the values in it that a later value replaced
+    (``superseded``, lower-cased; those of ``own``, the line's own current value, aside):
+    quoted history, never a current value."""
+    low = text.lower()
+    mine = {v.lower() for v in own}
+    if outdated := [v for v in superseded if v in low and v not in mine]:
+        return text + f" [outdated: {', '.join(outdated[:2])} was corrected later]"
+    return text
+
 class Recall:
     """Searches the archive and the facts for one session (see the module docs)."""
 
@@ -107,8 +118,7 @@ class Recall:
                 who = next((f"{r}: " for r in h.roles[:1] if flat.startswith(f"{r}: ")), "")  # a turn's speaker
                 part = best_passage(flat[len(who):], text, per_item - self.counter.count(_body(h, who)), self.counter.count)
                 body = _body(h, who + part) if part else self.counter.clip(body, per_item, " … ")
-            if outdated := [v for v in superseded if v in body.lower()]:  # quoted history, never a current value
-                body += f" [outdated: {', '.join(outdated[:2])} was corrected later]"
+            body = mark_outdated(body, superseded)
             group = _heading(h, self.state.key)
             if (group, body) in said or held_by(body, pinned):
                 continue

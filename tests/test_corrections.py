@@ -89,6 +89,22 @@ def test_a_keyless_correction_replaces_the_phone_number_and_its_identifier(store
     mem.close()
 
 
+def test_a_current_fact_that_quotes_a_corrected_value_says_it_is_outdated(store):
+    # the phone number's identifier row keeps the sentence it was said in, which quotes the
+    # old email: shown as a current fact, it must not give that email as current
+    mem = Memory("s", store=store, budget=4000, tools=[])
+    mem.add(user(f"Hi! My phone number is {MINE}, and my email is ana@old.example.com."))
+    mem.add(assistant("Thanks, noted both."))
+    mem.add(user("Oops, typo: ana@new.example.com is the right email."))
+    assert mem.cold.superseded_values() == ["ana@old.example.com"]  # bare values, each once
+    (facts,) = [m["content"] for m in mem.context(f"Is {MINE} the number you have for me?")
+                if m["content"].startswith("[memory: facts]")]
+    quoting = [ln for ln in facts.splitlines() if "ana@old.example.com" in ln]
+    assert quoting and all("[outdated: ana@old.example.com was corrected later]" in ln for ln in quoting), facts
+    assert f"fact phone number: {MINE}\n" in facts + "\n"  # a value not corrected is not marked
+    mem.close()
+
+
 def test_a_chinese_correction_replaces_the_number_it_follows(store):
     mem = Memory("s", store=store, budget=4000)
     mem.add(user("我的手机号是13800138000。"))

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sqlalchemy import event, text
+from sqlalchemy import case, event, text
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, func, select
 
@@ -399,12 +399,15 @@ class ColdTier:
         return key in self._index().keys
 
     def superseded_values(self, *, max_chars: int = 120, limit: int = 200) -> list[str]:
-        """Values that were replaced by newer ones (the newest ``limit``, each at most ``max_chars``)."""
+        """Values that were replaced by newer ones (the newest ``limit``, each at most
+        ``max_chars``): a fact's value, an identifier's bare value (its key; its value is the
+        sentence it was said in)."""
+        value = case((col(Fact.kind) == "identifier", col(Fact.key)), else_=col(Fact.value))
         with Session(self.engine, expire_on_commit=False) as s:
-            q = (select(Fact.value).where(Fact.namespace == self.namespace, Fact.status == "superseded",
-                                          func.length(Fact.value) <= max_chars)
+            q = (select(value).where(Fact.namespace == self.namespace, Fact.status == "superseded",
+                                     func.length(value) <= max_chars)
                  .order_by(col(Fact.id).desc()).limit(limit))
-            return list(s.exec(q).all())[::-1]
+            return list(dict.fromkeys(s.exec(q).all()))[::-1]
 
     def forgotten(self) -> list[ForgetRecord]:
         """The deletions recorded for this namespace."""
