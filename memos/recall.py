@@ -44,7 +44,6 @@ SEARCH_STEP = 50
 RETRIEVE_POOL = 400
 
 
-
 def mark_outdated(text: str, superseded: Sequence[str], *, own: Sequence[str] = ()) -> str:
     """``text`` with a note naming the values in it that a later value replaced
     (``superseded``, lower-cased; those of ``own``, the line's own current value, aside):
@@ -54,6 +53,7 @@ def mark_outdated(text: str, superseded: Sequence[str], *, own: Sequence[str] = 
     if outdated := [v for v in superseded if v in low and v not in mine]:
         return text + f" [outdated: {', '.join(outdated[:2])} was corrected later]"
     return text
+
 
 class Recall:
     """Searches the archive and the facts for one session (see the module docs)."""
