@@ -8,7 +8,7 @@ import pytest
 
 from memos.extract import ADDRESS, RuleExtractor, identifier_facts, message_source
 from memos.messages import Message
-from memos.text.revocations import default_revocation_classifier
+from memos.text.revocations import RevocationClassifier
 from memos.text.rules import RuleClassifier, default_classifier
 from tests.conftest import assistant, tool_chain, user
 
@@ -111,7 +111,7 @@ def test_revocations_are_proposed_and_a_rule_in_revocation_words_is_kept():
 
 
 def test_a_sentence_of_a_long_message_needs_a_higher_score_to_lift_a_rule():
-    clf = default_revocation_classifier()
+    clf = RevocationClassifier()  # the n-gram model, whose scores the comments give
     cheer = "You can totally do it again!"  # 0.846 as a revocation: above the English threshold, below 0.85
     assert clf.judge([cheer]) == [True]
     chat = ["Wow, congrats on the new job!", cheer, "Tell me everything when you're back."]

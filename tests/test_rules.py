@@ -334,8 +334,38 @@ def test_the_revocation_sets_are_their_own_and_their_recorded_results_are_those_
     by_id = {r["id"]: r for r in rows}
     assert len({p["revocation"] for p in lifts}) == len(lifts)
     assert all(by_id[p["revocation"]]["label"] == "revoke" and p["rule"].strip() for p in lifts)
-    recorded = json.loads((RESULTS.parent / "revocations.json").read_text())["results"]
-    now = evaluate_revocations(data=tmp_path / "absent")["results"]
-    for name in ("train/en", "train/zh", "test/en", "test/zh", "holdout/en", "holdout/zh", "rule_corpus/en",
-                 "rule_corpus/zh", "lifts/test/en", "lifts/test/zh", "lifts/holdout/en", "lifts/holdout/zh"):
-        assert recorded[name] == now[name], name
+    doc = json.loads((RESULTS.parent / "revocations.json").read_text())
+    names = ("train/en", "train/zh", "test/en", "test/zh", "holdout/en", "holdout/zh", "rule_corpus/en",
+             "rule_corpus/zh", "lifts/test/en", "lifts/test/zh", "lifts/holdout/en", "lifts/holdout/zh")
+    now = evaluate_revocations(data=tmp_path / "absent")["results"]  # the n-gram model alone
+    for name in names:
+        assert doc["results"][name] == now[name], name
+    if HAVE_MODEL:  # what memos uses where the MiniLM rule model loads
+        from memos.text.revocations import MiniLMRevocationClassifier
+
+        minilm = MiniLMRevocationClassifier(MiniLMRuleClassifier(EMBEDDING_DIR))
+        now = evaluate_revocations(minilm, data=tmp_path / "absent")["results"]
+        for name in names:
+            assert doc["minilm"]["results"][name] == now[name], name
+
+
+@needs_model
+def test_a_request_that_restates_a_rule_leaves_it_in_force(monkeypatch, make_memory):
+    # the n-gram revocation model takes both requests for revocations (0.79 and 0.82: they
+    # name the rule's words, one says "again"); neither sentence is in a corpus
+    import memos.text.rules as rules
+    from memos.text.revocations import MiniLMRevocationClassifier, default_revocation_classifier
+
+    monkeypatch.setattr(rules, "_DEFAULT", None)
+    monkeypatch.setenv("MEMOS_RULE_MODEL", "auto")
+    assert isinstance(default_revocation_classifier(), MiniLMRevocationClassifier)
+    for rule, request in [("Always avoid toll roads when you plan my drives.", "Map out the drive to Faro avoiding tolls."),
+                          ("Never book red-eye flights.", "Search flights again, no red-eyes.")]:
+        mem = make_memory(session=request[:6], budget=4096)
+        mem.add([{"role": "user", "content": rule}, {"role": "assistant", "content": "Noted."}])
+        mem.add({"role": "user", "content": request})
+        assert rule in [f.value for f in mem.facts() if f.pinned], request
+    mem = make_memory(session="lifted", budget=4096)  # a revocation in the same words still lifts it
+    mem.add([{"role": "user", "content": "Never book red-eye flights."}, {"role": "assistant", "content": "Noted."}])
+    mem.add({"role": "user", "content": "Red-eye flights are fine for me now."})
+    assert "Never book red-eye flights." not in [f.value for f in mem.facts() if f.pinned]

@@ -13,6 +13,13 @@ the lowest score at which the cross-validated precision on that split reaches 0.
 (a false revocation closes a rule it shares words with). Precision and recall
 on the held-back *test* split are recorded in ``benchmarks/results/revocations.json``.
 
+Where memos judges rules with fine-tuned all-MiniLM-L6-v2 (:mod:`memos.text.rules_minilm`),
+English sentences are judged by :class:`MiniLMRevocationClassifier`: the n-gram model together
+with a linear head on that model's sentence vector, which it computes for the rule anyway
+(``revocations_minilm.npz``, fitted by ``benchmarks/revocations_minilm.py``). The n-grams take
+a request that restates a rule in its words ("Filter out the red-eyes again.", "Plan the
+route avoiding tolls.") for one that lifts it; the head reads what the sentence does.
+
 Which rule a revocation lifts is decided by the cold tier, which knows the current rules
 (:meth:`memos.tiers.facts.Invalidation.lifted`).
 """
@@ -20,16 +27,25 @@ Which rule a revocation lifts is decided by the cold tier, which knows the curre
 from __future__ import annotations
 
 import functools
+import math
+import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from .linear import LinearModel
-from .rules import _CJK, features, has_words
+from .rules import _CJK, default_detector, features, has_words
 
-__all__ = ["REVOCATIONS_FILE", "RevocationClassifier", "default_revocation_classifier"]
+if TYPE_CHECKING:
+    from .rules_minilm import MiniLMRuleClassifier
+
+__all__ = ["REVOCATIONS_FILE", "REVOCATIONS_MINILM_FILE", "MiniLMRevocationClassifier", "RevocationClassifier",
+           "default_revocation_classifier"]
 
 REVOCATIONS_FILE = Path(__file__).with_name("revocations_model.json.gz")
+REVOCATIONS_MINILM_FILE = Path(__file__).with_name("revocations_minilm.npz")
 
 
 class RevocationClassifier(LinearModel):
@@ -68,7 +84,51 @@ class RevocationClassifier(LinearModel):
         return [self.score(s) >= max(self.threshold_for(s), floor) for s in sentences]
 
 
-@functools.lru_cache(maxsize=1)
+class MiniLMRevocationClassifier(RevocationClassifier):
+    """The n-gram model, and for an English sentence that ``encoder`` (the fine-tuned MiniLM
+    rule model) reads, the mean of its log-odds and those of a linear head on that sentence's
+    vector (:meth:`~memos.text.rules_minilm.MiniLMRuleClassifier.vectors`). The English
+    threshold is the head file's, chosen for the mean; Chinese sentences keep the n-gram
+    model's score and threshold."""
+
+    def __init__(self, encoder: MiniLMRuleClassifier, *, weights: Path = REVOCATIONS_MINILM_FILE,
+                 threshold: float | None = None, long_message_threshold: float = 0.85) -> None:
+        super().__init__(threshold=threshold, long_message_threshold=long_message_threshold)
+        data = np.load(weights)
+        self.encoder = encoder
+        self.mix = float(data["mix"])
+        self._head_w = data["head_w"].astype(np.float32)
+        self._head_b = float(data["head_b"])
+        if threshold is None:
+            self.thresholds["en"] = round(float(data["threshold"]), 4)
+
+    def _score(self, sentence: str) -> float:
+        p = super()._score(sentence)
+        if not has_words(sentence) or not self.encoder.covers(sentence):
+            return p
+        p = min(1 - 1e-6, max(1e-6, p))
+        head = float(self.encoder.vectors([sentence])[0] @ self._head_w + self._head_b)
+        z = self.mix * head + (1 - self.mix) * math.log(p / (1 - p))
+        return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
+
+
 def default_revocation_classifier() -> RevocationClassifier:
-    """The shipped classifier, loaded once per process."""
-    return RevocationClassifier()
+    """The classifier memos uses, loaded once per rule detector: :class:`MiniLMRevocationClassifier`
+    when the rule detector (:func:`~memos.text.rules.default_detector`) is the fine-tuned MiniLM
+    model, else the n-gram model alone."""
+    from .rules_minilm import MiniLMRuleClassifier
+
+    detector = default_detector()
+    with _LOCK:
+        held = _DEFAULT.get("for")
+        if held is None or held[0] is not detector:
+            if isinstance(detector, MiniLMRuleClassifier) and REVOCATIONS_MINILM_FILE.is_file():
+                held = (detector, MiniLMRevocationClassifier(detector))
+            else:
+                held = (detector, RevocationClassifier())
+            _DEFAULT["for"] = held
+        return held[1]
+
+
+_LOCK = threading.Lock()
+_DEFAULT: dict[str, tuple[Any, RevocationClassifier]] = {}  # the detector it was made for, and it

@@ -61,16 +61,33 @@ class MiniLMRuleClassifier:
         if self._model.dim != self._head_w.shape[0] or self._model.name != "all-MiniLM-L6-v2":
             raise ValueError(f"the rule model was fine-tuned from all-MiniLM-L6-v2, not {self._model.name}")
         self._cache: dict[str, float] = {}
+        self._vectors: dict[str, np.ndarray] = {}
+
+    def covers(self, sentence: str) -> bool:
+        """Whether the model reads ``sentence`` (one mostly in Chinese, Japanese or Korean it does not)."""
+        return bool(self._model.covers(sentence))
+
+    def vectors(self, sentences: Sequence[str]) -> np.ndarray:
+        """The fine-tuned model's sentence vectors (mean-pooled, one row per sentence, read
+        unquoted), kept for the newest texts: the revocation classifier's head reads them
+        too (:class:`~memos.text.revocations.MiniLMRevocationClassifier`)."""
+        todo = [s for s in dict.fromkeys(sentences) if s not in self._vectors]
+        if todo:
+            if len(self._vectors) > 4096:
+                self._vectors.clear()
+            self._vectors.update(zip(todo, self._model.pooled([unquoted(s) for s in todo]), strict=True))
+        if not sentences:
+            return np.zeros((0, self._head_w.shape[0]), dtype=np.float32)
+        return np.stack([self._vectors[s] for s in sentences])
 
     def _logits(self, sentences: list[str]) -> list[float]:
-        pooled = self._model.pooled(sentences)
-        return [float(z) for z in pooled @ self._head_w + self._head_b]
+        return [float(z) for z in self.vectors(sentences) @ self._head_w + self._head_b]
 
     def scores(self, sentences: Sequence[str]) -> list[float]:
         """Probability that each sentence states a rule (computed once per text)."""
         todo = [s for s in dict.fromkeys(sentences) if s not in self._cache]
         english = [s for s in todo if has_words(s) and self._model.covers(s)]
-        neural = dict(zip(english, self._logits([unquoted(s) for s in english]), strict=True)) if english else {}
+        neural = dict(zip(english, self._logits(english), strict=True)) if english else {}
         if len(self._cache) > 16384:
             self._cache.clear()
         for s in todo:
