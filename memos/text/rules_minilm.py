@@ -71,14 +71,18 @@ class MiniLMRuleClassifier:
         """The fine-tuned model's sentence vectors (mean-pooled, one row per sentence, read
         unquoted), kept for the newest texts: the revocation classifier's head reads them
         too (:class:`~memos.text.revocations.MiniLMRevocationClassifier`)."""
-        todo = [s for s in dict.fromkeys(sentences) if s not in self._vectors]
-        if todo:
-            if len(self._vectors) > 4096:
-                self._vectors.clear()
-            self._vectors.update(zip(todo, self._model.pooled([unquoted(s) for s in todo]), strict=True))
         if not sentences:
             return np.zeros((0, self._head_w.shape[0]), dtype=np.float32)
-        return np.stack([self._vectors[s] for s in sentences])
+        # read from ``got``: another thread may clear the cache meanwhile
+        got = {s: v for s in sentences if (v := self._vectors.get(s)) is not None}
+        todo = [s for s in dict.fromkeys(sentences) if s not in got]
+        if todo:
+            new = dict(zip(todo, self._model.pooled([unquoted(s) for s in todo]), strict=True))
+            got.update(new)
+            if len(self._vectors) > 4096:
+                self._vectors.clear()
+            self._vectors.update(new)
+        return np.stack([got[s] for s in sentences])
 
     def _logits(self, sentences: list[str]) -> list[float]:
         return [float(z) for z in self.vectors(sentences) @ self._head_w + self._head_b]
