@@ -27,7 +27,6 @@ Which rule a revocation lifts is decided by the cold tier, which knows the curre
 from __future__ import annotations
 
 import functools
-import math
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -103,13 +102,12 @@ class MiniLMRevocationClassifier(RevocationClassifier):
             self.thresholds["en"] = round(float(data["threshold"]), 4)
 
     def _score(self, sentence: str) -> float:
+        from .rules_minilm import mixed
+
         p = super()._score(sentence)
-        if not has_words(sentence) or not self.encoder.covers(sentence):
+        if not self.encoder.reads(sentence):
             return p
-        p = min(1 - 1e-6, max(1e-6, p))
-        head = float(self.encoder.vectors([sentence])[0] @ self._head_w + self._head_b)
-        z = self.mix * head + (1 - self.mix) * math.log(p / (1 - p))
-        return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
+        return mixed(float(self.encoder.vectors([sentence])[0] @ self._head_w + self._head_b), p, self.mix)
 
 
 def default_revocation_classifier() -> RevocationClassifier:
@@ -118,17 +116,17 @@ def default_revocation_classifier() -> RevocationClassifier:
     model, else the n-gram model alone."""
     from .rules_minilm import MiniLMRuleClassifier
 
+    global _DEFAULT
     detector = default_detector()
     with _LOCK:
-        held = _DEFAULT.get("for")
-        if held is None or held[0] is not detector:
+        if _DEFAULT is None or _DEFAULT[0] is not detector:
             if isinstance(detector, MiniLMRuleClassifier) and REVOCATIONS_MINILM_FILE.is_file():
-                held = (detector, MiniLMRevocationClassifier(detector))
+                clf: RevocationClassifier = MiniLMRevocationClassifier(detector)
             else:
-                held = (detector, RevocationClassifier())
-            _DEFAULT["for"] = held
-        return held[1]
+                clf = RevocationClassifier()
+            _DEFAULT = (detector, clf)
+        return _DEFAULT[1]
 
 
 _LOCK = threading.Lock()
-_DEFAULT: dict[str, tuple[Any, RevocationClassifier]] = {}  # the detector it was made for, and it
+_DEFAULT: tuple[Any, RevocationClassifier] | None = None  # the rule detector it was made for, and it

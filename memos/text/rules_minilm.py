@@ -24,11 +24,19 @@ import numpy as np
 
 from .rules import RuleClassifier, RuleJudgement, default_classifier, has_words, unquoted
 
-__all__ = ["MINILM_FILE", "MiniLMRuleClassifier"]
+__all__ = ["MINILM_FILE", "MiniLMRuleClassifier", "mixed"]
 
 log = logging.getLogger("memos.rules")
 
 MINILM_FILE = Path(__file__).with_name("rules_minilm.npz")
+
+
+def mixed(logit: float, p: float, mix: float) -> float:
+    """The probability whose log-odds are ``mix`` times ``logit`` plus ``1 - mix`` times those
+    of probability ``p`` (a neural head's and an n-gram model's)."""
+    p = min(1 - 1e-6, max(1e-6, p))
+    z = mix * logit + (1 - mix) * math.log(p / (1 - p))
+    return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
 
 
 class MiniLMRuleClassifier:
@@ -63,9 +71,10 @@ class MiniLMRuleClassifier:
         self._cache: dict[str, float] = {}
         self._vectors: dict[str, np.ndarray] = {}
 
-    def covers(self, sentence: str) -> bool:
-        """Whether the model reads ``sentence`` (one mostly in Chinese, Japanese or Korean it does not)."""
-        return bool(self._model.covers(sentence))
+    def reads(self, sentence: str) -> bool:
+        """Whether the model judges ``sentence``: it has words, and is not mostly in Chinese,
+        Japanese or Korean (those the n-gram model judges alone)."""
+        return has_words(sentence) and bool(self._model.covers(sentence))
 
     def vectors(self, sentences: Sequence[str]) -> np.ndarray:
         """The fine-tuned model's sentence vectors (mean-pooled, one row per sentence, read
@@ -90,16 +99,13 @@ class MiniLMRuleClassifier:
     def scores(self, sentences: Sequence[str]) -> list[float]:
         """Probability that each sentence states a rule (computed once per text)."""
         todo = [s for s in dict.fromkeys(sentences) if s not in self._cache]
-        english = [s for s in todo if has_words(s) and self._model.covers(s)]
+        english = [s for s in todo if self.reads(s)]
         neural = dict(zip(english, self._logits(english), strict=True)) if english else {}
         if len(self._cache) > 16384:
             self._cache.clear()
         for s in todo:
-            p = min(1 - 1e-6, max(1e-6, self.ngrams.score(s)))
-            if s in neural:
-                z = self.mix * neural[s] + (1 - self.mix) * math.log(p / (1 - p))
-                p = 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
-            self._cache[s] = p
+            p = self.ngrams.score(s)
+            self._cache[s] = mixed(neural[s], p, self.mix) if s in neural else min(1 - 1e-6, max(1e-6, p))
         return [self._cache[s] for s in sentences]
 
     def score(self, sentence: str) -> float:
