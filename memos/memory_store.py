@@ -158,7 +158,8 @@ class MemoryStore(Store):
                 tier = ArchivalTier(self.engine, scope, self.backend, self.embedder,
                                     indexer=self.indexer if background else None, token_index=self.token_index)
                 self._archives[key] = tier
-                self._reconcile()
+                if background:  # a read-only opening (memos inspect, export) indexes nothing
+                    self._reconcile()
             return tier
 
     def archive_for(self, scope: str, *, archive: str | Path | ArchiveBackend | None = None,
@@ -185,7 +186,8 @@ class MemoryStore(Store):
                             and not isinstance(archive, ArchiveBackend))
 
     def _reconcile(self) -> None:
-        """Once per store: scopes whose vectors an earlier process left unwritten are queued."""
+        """Once per store, when a session with background indexing first opens an archive:
+        scopes whose vectors an earlier process left unwritten are queued."""
         if self._reconciled:
             return
         self._reconciled = True

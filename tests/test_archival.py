@@ -530,6 +530,26 @@ def test_vectors_of_another_model_are_written_again_never_mixed(store, caplog):
     second.close()
 
 
+@needs_model
+def test_vectors_an_earlier_process_left_queued_are_written_by_the_next_indexing_session(tmp_path):
+    import time
+
+    store = tmp_path / "q.db"
+    with Memory("first", user="ana", store=store, embedding_model_dir=tmp_path / "no-model") as mem:
+        mem.archive("The spare key is under the blue flowerpot.")
+        scope = mem.scope
+    with Memory("other", user="bo", store=store, settings=MemosSettings(background_indexing=False)) as reader:
+        reader.retrieve("key", 1)
+        assert reader.store.archive(scope, background=False).pending() == 1  # a read-only session indexes nothing
+    with Memory("other", user="bo", store=store) as mem:
+        mem.retrieve("key", 1)  # bo's archive opens: ana's queued vector is written in the background
+        ana = mem.store.archive(scope)
+        deadline = time.monotonic() + 60
+        while ana.pending() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert ana.pending() == 0
+
+
 def test_a_turn_is_ranked_with_the_turns_around_it(tmp_path):
     from sqlalchemy import event
 

@@ -117,6 +117,22 @@ def test_inspect_measures_against_the_budget_the_session_was_used_with(tmp_path)
     assert json.loads(proc.stdout)["stats"]["budget_tokens"] == 4096
 
 
+def test_inspect_and_export_read_a_store_without_loading_the_embedding_model(tmp_path):
+    from memos import Memory
+
+    store = str(tmp_path / "r.db")
+    no_model = str(tmp_path / "no-model")
+    with Memory("s", user="ana", store=store, embedding_model_dir=no_model) as mem:  # vectors left queued
+        mem.add([{"role": "user", "content": "My locker code is 4471."}, {"role": "assistant", "content": "Noted."}])
+        assert mem.archival.pending() > 0
+    for command in (("export",), ("inspect", "--json")):
+        proc = memos(*command, "--store", store, "--user", "ana", "--session", "s",
+                     env={"MEMOS_EMBEDDING_MODEL_DIR": no_model})
+        assert proc.returncode == 0, proc.stderr
+        assert "4471" in proc.stdout
+        assert "embedding model" not in proc.stderr, proc.stderr  # no model was asked for
+
+
 def test_a_store_that_cannot_be_opened_names_its_path_and_the_fix():
     import sqlite3
 
