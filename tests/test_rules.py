@@ -351,8 +351,9 @@ def test_the_revocation_sets_are_their_own_and_their_recorded_results_are_those_
 
 @needs_model
 def test_a_request_that_restates_a_rule_leaves_it_in_force(monkeypatch, make_memory):
-    # the n-gram revocation model takes both requests for revocations (0.79 and 0.82: they
-    # name the rule's words, one says "again"); neither sentence is in a corpus
+    # the n-gram revocation weights fitted before the restating requests took both requests
+    # for revocations (0.79 and 0.82: they name the rule's words, one says "again"; 0.55 and
+    # 0.58 now); neither sentence is in a corpus
     import memos.text.rules as rules
     from memos.text.revocations import MiniLMRevocationClassifier, default_revocation_classifier
 

@@ -16,9 +16,9 @@ on the held-back *test* split are recorded in ``benchmarks/results/revocations.j
 Where memos judges rules with fine-tuned all-MiniLM-L6-v2 (:mod:`memos.text.rules_minilm`),
 English sentences are judged by :class:`MiniLMRevocationClassifier`: the n-gram model together
 with a linear head on that model's sentence vector, which it computes for the rule anyway
-(``revocations_minilm.npz``, fitted by ``benchmarks/revocations_minilm.py``). The n-grams take
-a request that restates a rule in its words ("Filter out the red-eyes again.", "Plan the
-route avoiding tolls.") for one that lifts it; the head reads what the sentence does.
+(``revocations_minilm.npz``, fitted by ``benchmarks/revocations_minilm.py``). The n-grams
+still take some requests that restate a rule in its words ("Plan the drive to Faro avoiding
+tolls again.") for ones that lift it; the head reads more of what the sentence does.
 
 Which rule a revocation lifts is decided by the cold tier, which knows the current rules
 (:meth:`memos.tiers.facts.Invalidation.lifted`).
