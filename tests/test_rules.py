@@ -349,6 +349,25 @@ def test_the_revocation_sets_are_their_own_and_their_recorded_results_are_those_
             assert doc["minilm"]["results"][name] == now[name], name
 
 
+@pytest.mark.parametrize("model", ["minilm", "ngrams"])
+def test_a_revocation_that_says_what_holds_instead_lifts_the_rule(model, monkeypatch, make_memory):
+    # neither sentence is in a corpus; the weights fitted before the compound sentences scored
+    # the revocation below the Chinese threshold
+    import memos.text.rules as rules
+
+    if model == "minilm" and not HAVE_MODEL:
+        pytest.skip("needs the embedding model (MEMOS_EMBEDDING_MODEL_DIR)")
+    monkeypatch.setattr(rules, "_DEFAULT", None)
+    monkeypatch.setenv("MEMOS_RULE_MODEL", model)
+    rule = "会议纪要都用表格整理。"
+    mem = make_memory(session="kept", budget=4096)
+    mem.add([{"role": "user", "content": rule}, {"role": "assistant", "content": "好的。"}])
+    mem.add({"role": "user", "content": "不用谢，会议纪要照旧用表格。"})  # thanks, and the rule as before
+    assert rule in [f.value for f in mem.facts() if f.pinned]
+    mem.add({"role": "user", "content": "会议纪要不用做成表格了，写成要点就行。"})
+    assert rule not in [f.value for f in mem.facts() if f.pinned]
+
+
 @needs_model
 def test_a_request_that_restates_a_rule_leaves_it_in_force(monkeypatch, make_memory):
     # the n-gram revocation weights fitted before the restating requests took both requests
