@@ -5,8 +5,9 @@ user by default, so recall reaches this session's demoted messages and the user'
 sessions alike. :class:`Recall` answers :meth:`~memos.Memory.retrieve` (archive and facts,
 merged by score), chooses the lines of the recalled-memory section for a query
 within a token limit, and brings back what the assistant referred to that has left the hot
-tier. Recalled lines are grouped under one heading per session and day, and a line quoting
-a value that was corrected later is marked outdated.
+tier. Recalled lines are grouped under one heading per session and day, a line quoting
+a value that was corrected later is marked outdated, and one stating a rule the user
+lifted later says so.
 """
 
 from __future__ import annotations
@@ -44,15 +45,28 @@ SEARCH_STEP = 50
 RETRIEVE_POOL = 400
 
 
-def mark_outdated(text: str, superseded: Sequence[str], *, own: Sequence[str] = ()) -> str:
+def mark_outdated(text: str, superseded: Sequence[str], *, own: Sequence[str] = (),
+                  lifted: Sequence[str] = ()) -> str:
     """``text`` with a note naming the values in it that a later value replaced
-    (``superseded``, lower-cased; those of ``own``, the line's own current value, aside):
-    quoted history, never a current value."""
+    (``superseded``, lower-cased; those of ``own``, the line's own current value, aside), and
+    one saying that a rule it states was lifted (``lifted``, as :func:`rule_words` gives
+    them): quoted history, never a current value or a rule in force."""
     low = text.lower()
     mine = {v.lower() for v in own}
     if outdated := [v for v in superseded if v in low and v not in mine]:
-        return text + f" [outdated: {', '.join(outdated[:2])} was corrected later]"
+        text += f" [outdated: {', '.join(outdated[:2])} was corrected later]"
+    if lifted and any(v in rule_words(low) for v in lifted):
+        text += " [a rule the user lifted later: no longer in force]"
     return text
+
+
+def rule_words(text: str) -> str:
+    """``text`` lower-cased, its spaces collapsed and its closing punctuation dropped: how a
+    lifted rule is looked for in a line."""
+    return " ".join(text.lower().split()).rstrip(_CLOSING)
+
+
+_CLOSING = ".!?;。！？；…"
 
 
 class Recall:
@@ -66,6 +80,7 @@ class Recall:
         self.archival = archival
         self.promoted: list[Hit] = []  # retrieve(promote=True) hits, shown until the next user message
         self._superseded: tuple[int, list[str]] | None = None
+        self._lifted: tuple[int, list[str]] | None = None
         self.state = state
         self.reset()
 
@@ -101,7 +116,7 @@ class Recall:
         # a message said again word for word (and one the hot tier holds in the same words)
         # is shown once per heading: a copy adds nothing but its tokens
         said = self.hot_lines()
-        superseded = self.superseded()
+        superseded, lifted = self.superseded(), self.lifted()
         used = self.counter.count_message(recall_message(["x"]) or {})
         per_item = max(24, limit // 3)
         chosen: list[tuple[Hit, str]] = []
@@ -118,7 +133,7 @@ class Recall:
                 who = next((f"{r}: " for r in h.roles[:1] if flat.startswith(f"{r}: ")), "")  # a turn's speaker
                 part = best_passage(flat[len(who):], text, per_item - self.counter.count(_body(h, who)), self.counter.count)
                 body = _body(h, who + part) if part else self.counter.clip(body, per_item, " … ")
-            body = mark_outdated(body, superseded)
+            body = mark_outdated(body, superseded, lifted=lifted)
             group = _heading(h, self.state.key)
             if (group, body) in said or held_by(body, pinned):
                 continue
@@ -159,6 +174,14 @@ class Recall:
             values = [v.lower() for v in self.cold.superseded_values(max_chars=120) if len(v) >= 4]
             self._superseded = (self.cold.version, values)
         return self._superseded[1]
+
+    def lifted(self) -> list[str]:
+        """Rules of the scope the user lifted (as :func:`rule_words` gives them), cached per
+        fact version."""
+        if self._lifted is None or self._lifted[0] != self.cold.version:
+            values = [w for v in self.cold.lifted_values() if len(w := rule_words(v)) >= 4]
+            self._lifted = (self.cold.version, values)
+        return self._lifted[1]
 
     # -- retrieve ------------------------------------------------------------------
 

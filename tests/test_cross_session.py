@@ -117,6 +117,24 @@ def test_a_correction_in_a_later_session_supersedes_the_old_value(store):
     third.close()
 
 
+def test_a_recalled_rule_the_user_lifted_later_says_so(store):
+    rule = "Put the numbers in every report into tables."
+    first = Memory("s1", user="ana", store=store, budget=2048, tools=[])
+    first.add([user(rule), assistant("Will do.")])
+    first.add([user("Tables in reports aren't needed anymore, plain paragraphs are fine."), assistant("Okay.")])
+    assert rule not in [f.value for f in first.facts() if f.pinned]
+    first.close()
+    second = Memory("s2", user="ana", store=store, budget=2048, tools=[])
+    prompt = _text(second.context("How should the numbers in my report look? Tables?"))
+    quoting = [ln for ln in prompt.splitlines() if "Put the numbers in every report into tables" in ln]
+    assert quoting and all("no longer in force" in ln for ln in quoting), prompt
+    second.add([user(rule), assistant("Back to tables, then.")])  # set again: in force, not marked
+    prompt = _text(second.context("How should the numbers in my report look? Tables?"))
+    assert rule in [f.value for f in second.facts() if f.pinned]
+    assert "no longer in force" not in prompt, prompt
+    second.close()
+
+
 def test_a_later_session_corrects_and_lifts_what_a_longer_earlier_one_set(store):
     # seq numbers start over in each session: the second session's messages have lower ones
     # than the first's, and its correction and its lifted rule must still be the newer

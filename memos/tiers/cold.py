@@ -409,6 +409,18 @@ class ColdTier:
                  .order_by(col(Fact.id).desc()).limit(limit))
             return list(dict.fromkeys(s.exec(q).all()))[::-1]
 
+    def lifted_values(self, *, max_chars: int = 300, limit: int = 200) -> list[str]:
+        """Rules (constraints and preferences) the user lifted and has not set again (the
+        newest ``limit``, each at most ``max_chars``)."""
+        rules = col(Fact.kind).in_(("constraint", "preference"))
+        with Session(self.engine, expire_on_commit=False) as s:
+            current = set(s.exec(select(Fact.key).where(Fact.namespace == self.namespace, Fact.status == "current",
+                                                        rules)).all())
+            rows = s.exec(select(Fact.key, Fact.value).where(
+                Fact.namespace == self.namespace, Fact.status == "invalidated", rules,
+                func.length(Fact.value) <= max_chars).order_by(col(Fact.id).desc()).limit(limit)).all()
+        return list(dict.fromkeys(value for key, value in rows if key not in current))[::-1]
+
     def forgotten(self) -> list[ForgetRecord]:
         """The deletions recorded for this namespace."""
         with Session(self.engine, expire_on_commit=False) as s:
