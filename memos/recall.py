@@ -137,6 +137,8 @@ class Recall:
             group = _heading(h, self.state.key)
             if (group, body) in said or held_by(body, pinned):
                 continue
+            if h.found_by == ("context",) and _says_little(h) and not _beside(h, chosen, self.state):
+                continue  # "Understood.", "好的。" mean something only after the turn they answer
             cost = self.counter.count(body) + 2 + (0 if group in groups else self.counter.count(group) + 2)
             if used + cost > limit:
                 continue
@@ -308,6 +310,25 @@ def _body(h: Hit, text: str) -> str:
         return text
     where = f"#{h.first_seq}" if h.first_seq == h.last_seq else f"#{h.first_seq}-#{h.last_seq}"
     return f"{h.kind} {where}: {text}"
+
+
+def _says_little(h: Hit) -> bool:
+    """Whether a turn says next to nothing on its own: one content word at most ("Got it!"),
+    or a few Chinese characters ("好的。")."""
+    text = h.text.split(": ", 1)[1] if h.roles and h.text.startswith(f"{h.roles[0]}: ") else h.text
+    if any(ch.isdigit() for ch in text):
+        return False
+    han = sum("\u4e00" <= ch <= "\u9fff" for ch in text)
+    return han <= 4 if han else len(content_terms(text)) <= 1
+
+
+def _beside(h: Hit, chosen: Sequence[tuple[Hit, str]], state: SessionState) -> bool:
+    """Whether the turn ``h`` answers (the one before it in its session) is shown: recalled,
+    or in the hot tier."""
+    before = h.first_seq - 1
+    if any(c.session == h.session and c.first_seq <= before <= c.last_seq for c, _ in chosen):
+        return True
+    return h.session == state.key and any(m.seq == before for m in state.hot)
 
 
 def _render(chosen: list[tuple[Hit, str]], session: str) -> list[str]:

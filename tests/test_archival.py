@@ -550,6 +550,25 @@ def test_vectors_an_earlier_process_left_queued_are_written_by_the_next_indexing
         assert ana.pending() == 0
 
 
+def test_a_reply_that_says_nothing_alone_is_recalled_only_beside_its_turn(tmp_path):
+    # the rule is pinned, so its turn is not recalled; the reply next to it would be, for its place
+    mem = Memory("ack", user="zoe", store=tmp_path / "a.db", budget=1024, tools=[])
+    mem.add([user("Never book me on red-eye flights."), assistant("Understood.")])
+    for i in range(40):
+        mem.add([user(f"What's a good museum to visit on day {i} of the trip in Lisbon?"),
+                 assistant(f"For day {i}, try the tile museum; it opens at ten and is quiet in the morning.")])
+    (recalled,) = [m["content"] for m in mem.context("Which flights should I avoid on the way back?")
+                   if m["content"].startswith(RECALL_HEADER)]
+    assert "Understood." not in recalled and "museum" in recalled
+    mem.add([user("The meeting with Carla is at 3pm on Friday."), assistant("Got it.")])
+    for i in range(40):
+        mem.add([user(f"Any bakery tips for morning {i}?"), assistant(f"Bakery {i}: the one by the river, before nine.")])
+    (recalled,) = [m["content"] for m in mem.context("When is the meeting with Carla?")
+                   if m["content"].startswith(RECALL_HEADER)]
+    assert "meeting with Carla is at 3pm" in recalled  # shown with its turn, a reply may follow it
+    mem.close()
+
+
 def test_a_turn_is_ranked_with_the_turns_around_it(tmp_path):
     from sqlalchemy import event
 
