@@ -29,6 +29,7 @@ from .llm import LLMConfig
 from .memory_store import MemoryStore, scope_key
 from .messages import Message, validate_batch
 from .paging.guards import Guard, GuardFn
+from .schema import in_memory
 from .stats import MemoryStats, measure
 from .store import CompactionRow, Store, validate_namespace
 from .tiers.archival import ArchivalTier, ArchiveBackend, Hit
@@ -109,6 +110,9 @@ class Memory:
             self.store, self._store_hold = MemoryStore(store.engine), "wrapped"
         else:
             self.store, self._store_hold = MemoryStore.shared(store), "shared"
+        if in_memory(self.store.engine) and (settings.background_indexing or settings.background_compaction):
+            # an in-memory database is one connection: memos' own threads do not share it
+            settings = self.settings = replace(settings, background_indexing=False, background_compaction=False)
         self.counter = counter or default_counter(settings.model)
         self.llm = llm if llm is not None else LLMConfig.from_env()
         parts = wire(self.namespace, self.scope, self.store, settings, self.counter, llm=self.llm, guard=guard,

@@ -15,10 +15,11 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import MetaData, event, text
+from sqlalchemy import MetaData, event, make_url, text
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 from sqlalchemy.orm import registry
+from sqlalchemy.pool import StaticPool
 from sqlmodel import SQLModel, create_engine
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
 
@@ -105,6 +106,20 @@ def sqlite_busy(exc: BaseException) -> bool:
     return isinstance(orig, sqlite3.OperationalError) and ("locked" in str(orig) or "busy" in str(orig))
 
 
+def in_memory_url(url: str) -> bool:
+    """Whether ``url`` is an SQLite database held in memory (``sqlite://``, ``:memory:``)."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return False
+    return parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:")
+
+
+def in_memory(engine: Engine) -> bool:
+    """Whether ``engine`` holds its SQLite database in memory."""
+    return engine.dialect.name == "sqlite" and engine.url.database in (None, "", ":memory:")
+
+
 def make_engine(store: str | Path) -> Engine:
     """An engine for an SQLAlchemy URL, or for a SQLite file when given a path. Raises
     ``ValueError`` for anything else (another type, an empty path, a URL SQLAlchemy cannot
@@ -120,7 +135,12 @@ def make_engine(store: str | Path) -> Engine:
         else:
             url = "sqlite://"
     try:
-        engine = create_engine(url)
+        if in_memory_url(url):
+            # one database, whichever thread asks: SQLAlchemy's default pool for it gives
+            # each thread a connection, and so an empty database of its own
+            engine = create_engine(url, poolclass=StaticPool, connect_args={"check_same_thread": False})
+        else:
+            engine = create_engine(url)
     except (ArgumentError, NoSuchModuleError) as exc:
         raise ValueError(f"store {url!r} cannot be opened: {exc}") from exc
     if engine.dialect.name == "sqlite":

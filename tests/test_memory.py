@@ -289,3 +289,33 @@ def test_a_store_that_is_neither_a_path_nor_a_url_is_a_clear_error(store, match,
     with pytest.raises(ValueError, match=match):
         Memory("s", store=store)
     assert list(tmp_path.iterdir()) == []  # no file named after it
+
+
+def test_an_in_memory_store_is_one_database_whatever_the_thread(caplog):
+    import logging
+    import threading
+
+    from tests.conftest import HAVE_MODEL
+
+    mem = Memory("s", user="ana", store=":memory:", tools=[])
+    mem.archive("The spare key is under the blue flowerpot.")
+    mem.add([user("I moved to Porto last spring."), assistant("Nice city!")])
+    seen: list[object] = []
+
+    def other_thread() -> None:  # e.g. a web server's worker
+        try:
+            seen.append(len(mem.history()))
+        except Exception as exc:  # noqa: BLE001
+            seen.append(exc)
+
+    t = threading.Thread(target=other_thread)
+    t.start()
+    t.join()
+    assert seen == [2]
+    if HAVE_MODEL:  # written at once: memos' own threads do not use an in-memory database
+        assert mem.archival.pending() == 0
+        (hit,) = mem.retrieve("where did I hide the extra house key?", 1)
+        assert "dense" in hit.found_by
+    with caplog.at_level(logging.ERROR):
+        mem.close()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.records
