@@ -33,7 +33,7 @@ from .text.attributes import AttributeClassifier, default_attribute_classifier
 from .text.corrections import CorrectionClassifier, default_correction_classifier
 from .text.revocations import RevocationClassifier, default_revocation_classifier
 from .text.rules import RuleDetector, default_detector
-from .text.sentences import split_sentences
+from .text.sentences import split_clauses, split_sentences
 from .tiers.cold import Fact, FactCandidate, Invalidation, fact_key
 
 _Sourced = TypeVar("_Sourced", FactCandidate, Invalidation)
@@ -161,7 +161,8 @@ class RuleExtractor:
                 # rule, or reads more surely as a rule, may set one (the cold tier decides: it
                 # knows the rules)
                 invs.append(Invalidation(sentence, src, m.seq, otherwise=found,
-                                         confidence=round(revocations.score(sentence), 4)))
+                                         confidence=round(revocations.score(sentence), 4),
+                                         holds_instead=found is not None and self._holds_instead(sentence, revocations)))
             elif found is not None:
                 cands.append(found)
             if rule is None and _SOFT_PREFERENCE.search(sentence) and not sentence.endswith(("?", "？")):
@@ -180,6 +181,17 @@ class RuleExtractor:
         self._addresses(text, src, m.seq, cands)
         self._identifiers(text, src, m.seq, cands)
         cands += corrected  # after the identifiers: a corrected identifier is superseded by the new one's row
+
+    def _holds_instead(self, sentence: str, revocations: RevocationClassifier) -> bool:
+        """Whether a sentence that lifts a rule also says what holds instead: a clause other
+        than the one that reads most as the revocation is judged a rule ("There's no need to
+        call me Professor anymore, Sam works.")."""
+        clauses = split_clauses(sentence)
+        if len(clauses) < 2:
+            return False
+        lifting = max(range(len(clauses)), key=lambda i: revocations.score(clauses[i]))
+        rest = [c for i, c in enumerate(clauses) if i != lifting]
+        return any(j.is_rule for j in (self.detector or default_detector()).judge(rest))
 
     def _assistant(self, m: Message, src: tuple[str, ...], cands: list[FactCandidate]) -> None:
         text = m.text

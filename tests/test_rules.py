@@ -368,6 +368,30 @@ def test_a_revocation_that_says_what_holds_instead_lifts_the_rule(model, monkeyp
     assert rule not in [f.value for f in mem.facts() if f.pinned]
 
 
+@pytest.mark.parametrize(("model", "rule", "instead"), [
+    ("minilm", "Call me Dr. Okafor.", "You can stop calling me Dr. Okafor, just Ada is fine."),
+    ("ngrams", "Always book me a window seat.", "Forget the window-seat thing, put me on the aisle from now on."),
+])
+def test_what_holds_instead_of_a_lifted_rule_is_kept(model, rule, instead, monkeypatch, make_memory):
+    # each revocation is judged more surely a revocation than a rule by its model: before
+    # its second clause counted, it lifted the rule and the new one was lost
+    import memos.text.rules as rules
+
+    if model == "minilm" and not HAVE_MODEL:
+        pytest.skip("needs the embedding model (MEMOS_EMBEDDING_MODEL_DIR)")
+    monkeypatch.setattr(rules, "_DEFAULT", None)
+    monkeypatch.setenv("MEMOS_RULE_MODEL", model)
+    mem = make_memory(session="instead", budget=4096)
+    mem.add([{"role": "user", "content": rule}, {"role": "assistant", "content": "Noted."}])
+    mem.add({"role": "user", "content": instead})
+    pinned = [f.value for f in mem.facts() if f.pinned]
+    assert rule not in pinned and instead in pinned
+    plain = make_memory(session="plain", user="other", budget=4096)  # a revocation alone sets nothing
+    plain.add([{"role": "user", "content": "Never book red-eye flights."}, {"role": "assistant", "content": "Noted."}])
+    plain.add({"role": "user", "content": "Red-eye flights are fine for me now."})
+    assert [f.value for f in plain.facts() if f.pinned] == []
+
+
 @needs_model
 def test_a_request_that_restates_a_rule_leaves_it_in_force(monkeypatch, make_memory):
     # the n-gram revocation weights fitted before the restating requests took both requests

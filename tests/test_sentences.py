@@ -26,3 +26,12 @@ def test_a_rule_naming_a_doctor_is_kept_whole():
     text = "Hi again. Quick note before the weekend. Only book appointments with Dr. Patel. Thanks a lot!"
     found = RuleExtractor().extract([Message("m", 0, {"role": "user", "content": text}, 0)])
     assert [c.value for c in found.candidates if c.kind == "constraint"] == ["Only book appointments with Dr. Patel."]
+
+
+def test_clauses_split_at_commas_not_inside_numbers():
+    from memos.text.sentences import split_clauses
+
+    assert split_clauses("The budget cap of 1,000 is gone, spend up to 1,500.") == [
+        "The budget cap of 1,000 is gone", "spend up to 1,500."]
+    assert split_clauses("报告不用表格了，直接写段落、列要点就行。") == ["报告不用表格了", "直接写段落", "列要点就行。"]
+    assert split_clauses("No commas here.") == ["No commas here."]

@@ -107,10 +107,12 @@ class ColdTier:
         for inv in invalidations:
             lifted = self._invalidate_matching(session, inv, now)
             changes.extend(lifted)
-            # a sentence that also states a rule sets it when it lifted none, or when it reads
-            # more surely as a rule than as a revocation: a rule taken for a revocation ("I'm not
-            # comfortable with pets that can jump on furniture.") is not lost
-            if inv.otherwise is not None and (not lifted or inv.otherwise.confidence > inv.confidence):
+            # a sentence that also states a rule sets it when it lifted none, when it says what
+            # holds instead, or when it reads more surely as a rule than as a revocation: a rule
+            # taken for a revocation ("I'm not comfortable with pets that can jump on
+            # furniture.") is not lost
+            if inv.otherwise is not None and (not lifted or inv.holds_instead
+                                              or inv.otherwise.confidence > inv.confidence):
                 rule = inv.otherwise
                 candidates.append(rule if rule.source_time else replace(rule, source_time=inv.source_time))
         for cand in candidates:

@@ -166,6 +166,9 @@ class Invalidation:
     # ("酒店一律要能免费取消的。", "hotels must all allow free cancellation")
     otherwise: FactCandidate | None = None
     confidence: float = 1.0  # how surely the statement lifts a rule (the revocation classifier's score)
+    # the statement also says what holds instead ("报告不用表格了，直接写段落就行。"): it sets
+    # ``otherwise`` whether or not it lifted a rule
+    holds_instead: bool = False
 
     def lifts(self, value: str) -> bool:
         """Whether this statement names the rule ``value``: they share two content words (or
