@@ -55,7 +55,8 @@ def mark_outdated(text: str, superseded: Sequence[str], *, own: Sequence[str] = 
     mine = {v.lower() for v in own}
     if outdated := [v for v in superseded if v in low and v not in mine]:
         text += f" [outdated: {', '.join(outdated[:2])} was corrected later]"
-    if lifted and any(v in rule_words(low) for v in lifted):
+    words = rule_words(low) if lifted else ""
+    if any(v in words for v in lifted):
         text += " [a rule the user lifted later: no longer in force]"
     return text
 

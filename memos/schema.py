@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import MetaData, event, make_url, text
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 from sqlalchemy.orm import registry
 from sqlalchemy.pool import StaticPool
@@ -106,18 +106,14 @@ def sqlite_busy(exc: BaseException) -> bool:
     return isinstance(orig, sqlite3.OperationalError) and ("locked" in str(orig) or "busy" in str(orig))
 
 
-def in_memory_url(url: str) -> bool:
-    """Whether ``url`` is an SQLite database held in memory (``sqlite://``, ``:memory:``)."""
+def in_memory(database: str | URL | Engine) -> bool:
+    """Whether a database URL (or an engine's) names an SQLite database held in memory
+    (``sqlite://``, ``sqlite:///:memory:``)."""
     try:
-        parsed = make_url(url)
+        url = make_url(database.url if isinstance(database, Engine) else database)
     except ArgumentError:
         return False
-    return parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:")
-
-
-def in_memory(engine: Engine) -> bool:
-    """Whether ``engine`` holds its SQLite database in memory."""
-    return engine.dialect.name == "sqlite" and engine.url.database in (None, "", ":memory:")
+    return url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
 
 
 def make_engine(store: str | Path) -> Engine:
@@ -135,7 +131,7 @@ def make_engine(store: str | Path) -> Engine:
         else:
             url = "sqlite://"
     try:
-        if in_memory_url(url):
+        if in_memory(url):
             # one database, whichever thread asks: SQLAlchemy's default pool for it gives
             # each thread a connection, and so an empty database of its own
             engine = create_engine(url, poolclass=StaticPool, connect_args={"check_same_thread": False})

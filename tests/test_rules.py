@@ -298,14 +298,20 @@ CHATTY_ZH = [
 CHATTY_RULES = [CHATTY_EN[9], CHATTY_EN[17], CHATTY_ZH[6]]
 
 
-@pytest.mark.parametrize("model", ["minilm", "ngrams"])
-def test_a_chatty_user_gets_their_rules_pinned_and_little_else(model, monkeypatch, make_memory):
+def use_rule_model(model: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make ``model`` ('minilm' or 'ngrams') the rule model memos loads next (skip without the
+    embedding model for 'minilm')."""
     import memos.text.rules as rules
 
     if model == "minilm" and not HAVE_MODEL:
         pytest.skip("needs the embedding model (MEMOS_EMBEDDING_MODEL_DIR)")
     monkeypatch.setattr(rules, "_DEFAULT", None)
     monkeypatch.setenv("MEMOS_RULE_MODEL", model)
+
+
+@pytest.mark.parametrize("model", ["minilm", "ngrams"])
+def test_a_chatty_user_gets_their_rules_pinned_and_little_else(model, monkeypatch, make_memory):
+    use_rule_model(model, monkeypatch)
     mem = make_memory(budget=4096)
     for text in CHATTY_EN + CHATTY_ZH:
         mem.add({"role": "user", "content": text})
@@ -353,12 +359,7 @@ def test_the_revocation_sets_are_their_own_and_their_recorded_results_are_those_
 def test_a_revocation_that_says_what_holds_instead_lifts_the_rule(model, monkeypatch, make_memory):
     # neither sentence is in a corpus; the weights fitted before the compound sentences scored
     # the revocation below the Chinese threshold
-    import memos.text.rules as rules
-
-    if model == "minilm" and not HAVE_MODEL:
-        pytest.skip("needs the embedding model (MEMOS_EMBEDDING_MODEL_DIR)")
-    monkeypatch.setattr(rules, "_DEFAULT", None)
-    monkeypatch.setenv("MEMOS_RULE_MODEL", model)
+    use_rule_model(model, monkeypatch)
     rule = "会议纪要都用表格整理。"
     mem = make_memory(session="kept", budget=4096)
     mem.add([{"role": "user", "content": rule}, {"role": "assistant", "content": "好的。"}])
@@ -375,12 +376,7 @@ def test_a_revocation_that_says_what_holds_instead_lifts_the_rule(model, monkeyp
 def test_what_holds_instead_of_a_lifted_rule_is_kept(model, rule, instead, monkeypatch, make_memory):
     # each revocation is judged more surely a revocation than a rule by its model: before
     # its second clause counted, it lifted the rule and the new one was lost
-    import memos.text.rules as rules
-
-    if model == "minilm" and not HAVE_MODEL:
-        pytest.skip("needs the embedding model (MEMOS_EMBEDDING_MODEL_DIR)")
-    monkeypatch.setattr(rules, "_DEFAULT", None)
-    monkeypatch.setenv("MEMOS_RULE_MODEL", model)
+    use_rule_model(model, monkeypatch)
     mem = make_memory(session="instead", budget=4096)
     mem.add([{"role": "user", "content": rule}, {"role": "assistant", "content": "Noted."}])
     mem.add({"role": "user", "content": instead})
