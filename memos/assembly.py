@@ -172,10 +172,11 @@ class ContextAssembler:
 
     def pinned_section(self, query: str | None = None, room: int | None = None) -> tuple[dict[str, Any] | None, int]:
         """The pinned section: every explicit pin (``pin()``), then the rules pinned
-        automatically, ranked by relevance to the latest user message (or ``query``), by the
-        detector's confidence and by recency (:meth:`_rank_rules`), within the section's cap
-        (``room``, when smaller). Rules past the cap stay facts, shown in the facts section when
-        relevant; a line tells the agent so."""
+        automatically, chosen by relevance to the latest user message (or ``query``), by the
+        detector's confidence and by recency (:meth:`_rank_rules`) within the section's cap
+        (``room``, when smaller), and listed in the order they were set: a later rule that
+        contradicts an earlier one reads as the newer. Rules past the cap stay facts, shown in
+        the facts section when relevant; a line tells the agent so."""
         key = self._pinned_key(query, room)
         hit = self._section_cache.get(key)
         if hit is not None:
@@ -188,6 +189,11 @@ class ContextAssembler:
         shown = {fid for _, fid in explicit if fid is not None}
         used = self.counter.count_message(pinned_message(lines or ["x"]) or {})
         ranked = self._rank_rules(text, auto, cap - used)
+
+        def set_order(entry: tuple[str, int | None]) -> tuple[bool, int]:
+            """Facts in the order they were stored, then pinned messages not stored as facts yet."""
+            return entry[1] is None, entry[1] or 0
+
         # a line nearly the same as one already chosen waits (twenty "look up record N please"
         # are not twenty rules)
         chosen: list[frozenset[str]] = []
@@ -229,7 +235,7 @@ class ContextAssembler:
             skipped = len(auto) - len(taken) - len(covered)
             notice = [f"+{skipped} more stated rule(s), kept as facts: shown when relevant, found by `retrieve`"]
             notice = notice if skipped else []
-            msg = pinned_message(lines + [ln for ln, _ in taken] + notice)
+            msg = pinned_message(lines + [ln for ln, _ in sorted(taken, key=set_order)] + notice)
             out = (msg, self.counter.count_message(msg) if msg else 0)
             if not skipped or out[1] <= max(cap, used) or not taken:
                 break

@@ -47,7 +47,7 @@ def pinned_message(lines: Sequence[str]) -> dict[str, Any] | None:
     body = "\n".join(f"- {ln}" for ln in lines)
     return {
         "role": "system",
-        "content": f"{PINNED_HEADER} Stated earlier and still in force:\n{body}",
+        "content": f"{PINNED_HEADER} Stated earlier and still in force, oldest first:\n{body}",
     }
 
 
