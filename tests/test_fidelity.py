@@ -388,6 +388,19 @@ def test_a_rule_is_pinned_once_whichever_of_its_lines_ranks_first(make_memory):
     assert "more stated rule" not in pinned
 
 
+def test_pinned_rules_are_listed_in_the_order_they_were_set(make_memory):
+    # the query makes the newest rule the most relevant; it is still listed last, so a rule that
+    # amends an earlier one reads as the newer
+    rules = ["Whatever you suggest for dinner, it has to be vegetarian.", "Never book me on red-eye flights.",
+             "Actually I eat fish now, so pescatarian dinners are fine too."]
+    mem = make_memory(budget=2048)
+    for rule in rules:
+        mem.add([user(rule), assistant("Noted.")])
+    pinned = mem.context("Can you suggest a fish dinner for tonight?")[0]["content"]
+    assert pinned.startswith(PINNED_HEADER)
+    assert [pinned.index(r) for r in rules] == sorted(pinned.index(r) for r in rules), pinned
+
+
 def test_a_pinned_message_is_not_recalled_again(make_memory):
     # the question finds the demoted rule's message by its words; the pinned section shows it
     # in full, so the recalled section leaves it out
