@@ -171,10 +171,10 @@ class ContextAssembler:
         return sum(t for _, t in self.render_unit(unit, tool_names([unit])))
 
     def pinned_section(self, query: str | None = None, room: int | None = None) -> tuple[dict[str, Any] | None, int]:
-        """The pinned section: every explicit pin (``pin()``), then the rules pinned
+        """The pinned section: every explicit pin (``pin()``) and the rules pinned
         automatically, chosen by relevance to the latest user message (or ``query``), by the
         detector's confidence and by recency (:meth:`_rank_rules`) within the section's cap
-        (``room``, when smaller), and listed in the order they were set: a later rule that
+        (``room``, when smaller), all listed in the order they were set: a later rule that
         contradicts an earlier one reads as the newer. Rules past the cap stay facts, shown in
         the facts section when relevant; a line tells the agent so."""
         key = self._pinned_key(query, room)
@@ -184,15 +184,12 @@ class ContextAssembler:
         text = self.relevance_text(query)
         cap = self.settings.pinned_max_tokens if room is None else min(room, self.settings.pinned_max_tokens)
         twins: dict[int, int] = {}
-        explicit, auto = self.pinned_lines(twins)
+        when: dict[str, float] = {}
+        explicit, auto = self.pinned_lines(twins, when)
         lines = [line for line, _ in explicit]
         shown = {fid for _, fid in explicit if fid is not None}
         used = self.counter.count_message(pinned_message(lines or ["x"]) or {})
         ranked = self._rank_rules(text, auto, cap - used)
-
-        def set_order(entry: tuple[str, int | None]) -> tuple[bool, int]:
-            """Facts in the order they were stored, then pinned messages not stored as facts yet."""
-            return entry[1] is None, entry[1] or 0
 
         # a line nearly the same as one already chosen waits (twenty "look up record N please"
         # are not twenty rules)
@@ -235,7 +232,7 @@ class ContextAssembler:
             skipped = len(auto) - len(taken) - len(covered)
             notice = [f"+{skipped} more stated rule(s), kept as facts: shown when relevant, found by `retrieve`"]
             notice = notice if skipped else []
-            msg = pinned_message(lines + [ln for ln, _ in sorted(taken, key=set_order)] + notice)
+            msg = pinned_message(sorted(lines + [ln for ln, _ in taken], key=lambda ln: when.get(ln, 0.0)) + notice)
             out = (msg, self.counter.count_message(msg) if msg else 0)
             if not skipped or out[1] <= max(cap, used) or not taken:
                 break
@@ -271,13 +268,15 @@ class ContextAssembler:
         return ("pinned", self.cold.version, tuple((m.id, m.pinned) for m in self.state.pinned),
                 self.relevance_text(query), room)
 
-    def pinned_lines(self, twins: dict[int, int] | None = None
+    def pinned_lines(self, twins: dict[int, int] | None = None, when: dict[str, float] | None = None
                      ) -> tuple[list[tuple[str, int | None]], list[tuple[str, int | None, int, float]]]:
         """Explicit pins (line, fact id) and automatic ones (line, fact id, seq, confidence),
         without repeats: a message the user pinned wins over a fact holding the same text.
         ``twins`` gets the id of each pinned fact left out for holding the text of an earlier one
         (a short message that states two rules gives two facts, each holding the whole message),
-        mapped to that fact's id: the line that shows one shows both."""
+        mapped to that fact's id: the line that shows one shows both. ``when`` gets the time
+        each line was set (a fact's ``valid_from``, a message's ``created_at``)."""
+        when = {} if when is None else when
         explicit: list[tuple[str, int | None]] = []
         auto: list[tuple[str, int | None, int, float]] = []
         seen: set[str] = set()
@@ -297,6 +296,7 @@ class ContextAssembler:
         for m in self.state.pinned:
             if m.pinned and (got := message_line(m)) is not None:
                 explicit.append((got[1], None))
+                when[got[1]] = m.created_at
         for f in self.cold.facts(pinned=True):
             value = f.value.lower()
             if value in seen:
@@ -306,6 +306,7 @@ class ContextAssembler:
             seen.add(value)
             if f.id is not None:
                 holder[value] = f.id
+            when[f.line()] = f.valid_from
             if f.origin == "explicit":
                 explicit.append((f.line(), f.id))
             else:
@@ -313,6 +314,7 @@ class ContextAssembler:
         for m in self.state.pinned:
             if not m.pinned and (got := message_line(m)) is not None:
                 auto.append((got[1], None, m.seq, 0.5))
+                when[got[1]] = m.created_at
         return explicit, auto
 
     def shown_pins(self, query: str | None, room: int | None) -> frozenset[int]:

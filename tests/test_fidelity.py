@@ -396,6 +396,8 @@ def test_pinned_rules_are_listed_in_the_order_they_were_set(make_memory):
     mem = make_memory(budget=2048)
     for rule in rules:
         mem.add([user(rule), assistant("Noted.")])
+    mem.pin(text="Answer in English even when I write in Portuguese.")  # an explicit pin, set last
+    rules.append("Answer in English even when I write in Portuguese.")
     pinned = mem.context("Can you suggest a fish dinner for tonight?")[0]["content"]
     assert pinned.startswith(PINNED_HEADER)
     assert [pinned.index(r) for r in rules] == sorted(pinned.index(r) for r in rules), pinned
