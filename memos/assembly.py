@@ -190,7 +190,6 @@ class ContextAssembler:
         shown = {fid for _, fid in explicit if fid is not None}
         used = self.counter.count_message(pinned_message(lines or ["x"]) or {})
         ranked = self._rank_rules(text, auto, cap - used)
-
         # a line nearly the same as one already chosen waits (twenty "look up record N please"
         # are not twenty rules)
         chosen: list[frozenset[str]] = []
