@@ -392,7 +392,7 @@ def test_pinned_rules_are_listed_in_the_order_they_were_set(make_memory):
     # the query makes the newest rule the most relevant; it is still listed last, so a rule that
     # amends an earlier one reads as the newer
     rules = ["Whatever you suggest for dinner, it has to be vegetarian.", "Never book me on red-eye flights.",
-             "Actually I eat fish now, so pescatarian dinners are fine too."]
+             "For fish dinners, always pick grilled over fried."]
     mem = make_memory(budget=2048)
     for rule in rules:
         mem.add([user(rule), assistant("Noted.")])
