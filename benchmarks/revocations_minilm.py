@@ -16,7 +16,6 @@ fifths, scored on the fifth). Writes ``memos/text/revocations_minilm.npz``;
 
 from __future__ import annotations
 
-import argparse
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,7 +28,7 @@ from memos.text.rules import features
 
 from .revocations import PRECISION, load_revocations
 from .revocations import C as NGRAM_C
-from .rules import load_corpus
+from .rules import fit_on_model_dir, load_corpus
 
 MIX = 0.5  # the two models' log-odds count equally, as for rules
 # Cross-validated on the English train sentences, precision at recall 0.8 of the head alone
@@ -82,13 +81,8 @@ def train(model_dir: Path, out: Path = REVOCATIONS_MINILM_FILE) -> dict[str, Any
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.revocations_minilm",
-                                     description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--model-dir", required=True, help="the all-MiniLM-L6-v2 ONNX folder")
-    parser.add_argument("--out", default=str(REVOCATIONS_MINILM_FILE))
-    args = parser.parse_args(argv)
-    train(Path(args.model_dir), Path(args.out))
-    return 0
+    return fit_on_model_dir("python -m benchmarks.revocations_minilm", (__doc__ or "").split("\n\n")[0],
+                            REVOCATIONS_MINILM_FILE, train, argv)
 
 
 if __name__ == "__main__":

@@ -297,6 +297,18 @@ def train_evaluate_args(prog: str, description: str, evaluate_help: str,
     return parser.parse_args(argv)
 
 
+def fit_on_model_dir(prog: str, description: str, default_out: Path, fit: Callable[[Path, Path], Any],
+                     argv: Sequence[str] | None = None) -> int:
+    """The command line of a fit on the MiniLM model (``--model-dir DIR [--out FILE]``): runs
+    ``fit(model_dir, out)``."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--model-dir", required=True, help="the all-MiniLM-L6-v2 ONNX folder")
+    parser.add_argument("--out", default=str(default_out))
+    args = parser.parse_args(argv)
+    fit(Path(args.model_dir), Path(args.out))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = train_evaluate_args("python -m benchmarks.rules", __doc__.split("\n\n")[0],
                                "precision and recall of the shipped weights", argv)

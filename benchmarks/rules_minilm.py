@@ -15,7 +15,6 @@ rule detector must reach) on the fifth left out, which neither model was fitted 
 
 from __future__ import annotations
 
-import argparse
 import csv
 import math
 from collections.abc import Sequence
@@ -26,6 +25,8 @@ import numpy as np
 
 from memos.text.rules import features, unquoted
 from memos.text.rules_minilm import MINILM_FILE
+
+from .rules import fit_on_model_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "data" / "rules" / "corpus.tsv"
@@ -138,12 +139,7 @@ def train(model_dir: Path, out: Path = MINILM_FILE) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.rules_minilm", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model-dir", required=True, help="the all-MiniLM-L6-v2 ONNX folder")
-    parser.add_argument("--out", default=str(MINILM_FILE))
-    args = parser.parse_args(argv)
-    train(Path(args.model_dir), Path(args.out))
-    return 0
+    return fit_on_model_dir("python -m benchmarks.rules_minilm", (__doc__ or "").split("\n\n")[0], MINILM_FILE, train, argv)
 
 
 if __name__ == "__main__":
