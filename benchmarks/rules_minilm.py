@@ -7,9 +7,11 @@ Reads the ONNX model's weights into a PyTorch ``BertModel``, and trains, on the 
 split of ``tests/data/rules/corpus.tsv``, only the parameters the ONNX file names (every bias
 and layer norm: 30,720 numbers; "BitFit", Ben Zaken et al. 2022) and a linear head on the
 mean-pooled output, 6 epochs, on four fifths of that split (the fifth is drawn with
-``SEED``). The threshold on the mean of the two models' log-odds (the n-gram model fitted on
-the same four fifths) is the highest that keeps recall at ``CV_RECALL`` (0.95, the recall a
-rule detector must reach) on the fifth left out, which neither model was fitted on. Writes
+``SEED``), once from each of ``INIT_SEEDS`` (the head's initialisation and the batch order).
+The threshold on the mean of the two models' log-odds (the n-gram model fitted on the same
+four fifths) is the highest that keeps recall at ``CV_RECALL`` (0.95, the recall a rule
+detector must reach) plus one standard error of that estimate on the fifth left out, which
+neither model was fitted on; the fit with the best precision there is the one written. Writes
 ``memos/text/rules_minilm.npz``; ``python -m benchmarks.rules evaluate`` then measures it.
 """
 
@@ -32,6 +34,11 @@ ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "data" / "rules" / "corpus.tsv"
 MIX = 0.5  # the two models' log-odds count equally
 EPOCHS, BATCH, LR, SEED = 6, 16, 2e-3, 0
+# Fine-tuning from one initialisation of the head and one batch order is a roll of the dice:
+# refitted after 263 sentences were added, "Rental cars must be automatic." went from 0.91 to
+# 0.26. Each of these seeds is fitted on the same four fifths, and the one with the best
+# precision at the threshold's recall on the held-back fifth is shipped.
+INIT_SEEDS = (0, 1, 2)
 FOLDS = 5  # one fold in five is held back to choose the threshold
 # the recall target of the detector; a threshold kept for 0.97 cost 0.039 of cross-validated
 # precision (0.843 against 0.882) for 0.020 of recall
@@ -71,8 +78,8 @@ def train(model_dir: Path, out: Path = MINILM_FILE) -> dict[str, Any]:
     tok.enable_truncation(max_length=256)
     tok.enable_padding(pad_id=0, pad_token="[PAD]")
 
-    def fit(part: list[dict[str, str]]) -> tuple[Any, Any, Any, set[str]]:
-        torch.manual_seed(SEED)
+    def fit(part: list[dict[str, str]], seed: int) -> tuple[Any, Any, Any, set[str]]:
+        torch.manual_seed(seed)
         bert, named = _bert(model_dir)
         for name, p in bert.named_parameters():
             p.requires_grad = name in named
@@ -90,7 +97,7 @@ def train(model_dir: Path, out: Path = MINILM_FILE) -> dict[str, Any]:
         weight = (1 - y.mean()) / y.mean()
         opt = torch.optim.AdamW([p for p in bert.parameters() if p.requires_grad] + list(head.parameters()), lr=LR,
                                 weight_decay=0.0)
-        shuffle = np.random.default_rng(SEED)
+        shuffle = np.random.default_rng(seed)
         for epoch in range(EPOCHS):
             bert.train()
             total = 0.0
@@ -114,21 +121,32 @@ def train(model_dir: Path, out: Path = MINILM_FILE) -> dict[str, Any]:
     part = [r for r, h in zip(rows, held_fold, strict=True) if not h]
     held = [r for r, h in zip(rows, held_fold, strict=True) if h]
     print(f"the shipped model, on {len(part)} of the {len(rows)} English train sentences")
-    bert, head, pooled, named = fit(part)
-    with torch.no_grad():
-        neural = head(pooled([r["text"] for r in held])).squeeze(-1).numpy()
     vec = DictVectorizer()
     ngram = LogisticRegression(C=8.0, max_iter=5000, class_weight="balanced")
     ngram.fit(vec.fit_transform([features(r["text"]) for r in part]), [r["label"] != "none" for r in part])
     p = np.clip(ngram.predict_proba(vec.transform([features(r["text"]) for r in held]))[:, 1], 1e-6, 1 - 1e-6)
-    mixed = MIX * neural + (1 - MIX) * np.log(p / (1 - p))
     gold = np.array([r["label"] != "none" for r in held])
-    candidates = [t for t in np.arange(0.02, 0.98, 0.01)
-                  if (mixed[gold] >= math.log(t / (1 - t))).mean() >= CV_RECALL]
-    threshold = float(round(max(candidates), 2))
-    chosen = mixed >= math.log(threshold / (1 - threshold))
-    held_back = {"n": len(held), "recall": round(float(chosen[gold].mean()), 3),
-                 "precision": round(float(gold[chosen].mean()), 3)}
+    # A threshold that keeps exactly CV_RECALL on the fifth's ~190 rules falls short of it on
+    # unseen sentences about half the time (one fit kept 0.95 there and reached 0.929 on the
+    # test split): it keeps CV_RECALL plus one standard error of the estimate instead.
+    wanted = CV_RECALL + math.sqrt(CV_RECALL * (1 - CV_RECALL) / int(gold.sum()))
+    best: tuple[float, int, float, dict[str, Any], Any] | None = None
+    for seed in INIT_SEEDS:
+        bert, head, pooled, named = fit(part, seed)
+        with torch.no_grad():
+            neural = head(pooled([r["text"] for r in held])).squeeze(-1).numpy()
+        mixed = MIX * neural + (1 - MIX) * np.log(p / (1 - p))
+        candidates = [t for t in np.arange(0.02, 0.98, 0.01)
+                      if (mixed[gold] >= math.log(t / (1 - t))).mean() >= wanted]
+        threshold = float(round(max(candidates), 2))
+        chosen = mixed >= math.log(threshold / (1 - threshold))
+        held_back = {"n": len(held), "seed": seed, "recall": round(float(chosen[gold].mean()), 3),
+                     "precision": round(float(gold[chosen].mean()), 3)}
+        print(f"  seed {seed}: threshold {threshold}, on the held-back fifth {held_back}")
+        if best is None or held_back["precision"] > best[0]:
+            best = (held_back["precision"], seed, threshold, held_back, (bert, head, named))
+    assert best is not None
+    _, _, threshold, held_back, (bert, head, named) = best
     arrays = {"m." + n: p.detach().numpy().astype(np.float32) for n, p in bert.named_parameters() if n in named}
     np.savez_compressed(out, mix=np.float32(MIX), threshold=np.float32(threshold),
                         head_w=head.weight.detach().numpy()[0].astype(np.float32),
