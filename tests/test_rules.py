@@ -409,3 +409,26 @@ def test_a_request_that_restates_a_rule_leaves_it_in_force(monkeypatch, make_mem
     mem.add([{"role": "user", "content": "Never book red-eye flights."}, {"role": "assistant", "content": "Noted."}])
     mem.add({"role": "user", "content": "Red-eye flights are fine for me now."})
     assert "Never book red-eye flights." not in [f.value for f in mem.facts() if f.pinned]
+
+
+@pytest.mark.parametrize("model", ["minilm", "ngrams"])
+def test_a_user_who_asks_about_topics_pins_nothing_but_the_rule(model, monkeypatch, make_memory):
+    # a chatty user of a general assistant; with the weights before the corpus had that
+    # register, every one of these questions was pinned as a constraint (MiniLM 0.68-0.85,
+    # n-grams 0.52) and the rule shared the pinned section with sixty of them
+    import memos.text.rules as rules
+
+    if model == "minilm" and not HAVE_MODEL:
+        pytest.skip("needs the embedding model (MEMOS_EMBEDDING_MODEL_DIR)")
+    monkeypatch.setattr(rules, "_DEFAULT", None)
+    monkeypatch.setenv("MEMOS_RULE_MODEL", model)
+    mem = make_memory(session="topics", budget=4096)
+    rule = "Always answer with the sources at the end."
+    for i in range(8):
+        if i == 3:
+            mem.add([{"role": "user", "content": rule}, {"role": "assistant", "content": "Will do."}])
+        mem.add([{"role": "user", "content": f"Tell me something about topic {i + 40}, it is pretty interesting and I "
+                                             "want details."},
+                 {"role": "assistant", "content": f"Topic {i + 40} covers a lot of ground."}])
+    mem.add([{"role": "user", "content": "给我讲讲敦煌壁画，我很想知道细节。"}, {"role": "assistant", "content": "好的。"}])
+    assert [f.value for f in mem.facts() if f.pinned] == [rule]
