@@ -10,12 +10,14 @@ sentence a negative), takes each sentence's vector from
 logistic regression on them (``C``). Its threshold, on the mean of its log-odds and the n-gram
 model's, is chosen as the n-gram model's is: the lowest score at which the 5-fold
 cross-validated precision of that mean reaches ``PRECISION`` (both models fitted on four
-fifths, scored on the fifth). Writes ``memos/text/revocations_minilm.npz``;
-``python -m benchmarks.revocations evaluate`` then measures it.
+fifths, scored on the fifth). Writes ``memos/text/revocations_minilm.npz``, with the SHA-256 of
+the rule weights whose vectors it was fitted on (refit it whenever ``benchmarks.rules_minilm``
+writes new ones); ``python -m benchmarks.revocations evaluate`` then measures it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,6 +27,7 @@ import numpy as np
 
 from memos.text.revocations import REVOCATIONS_MINILM_FILE
 from memos.text.rules import features
+from memos.text.rules_minilm import MINILM_FILE
 
 from .revocations import PRECISION, load_revocations
 from .revocations import C as NGRAM_C
@@ -74,8 +77,10 @@ def train(model_dir: Path, out: Path = REVOCATIONS_MINILM_FILE) -> dict[str, Any
     cv = {"n": len(rows), "revocations": int(gold.sum()), "precision": round(precision(threshold), 3),
           "recall": round(float(chosen[gold].mean()), 3)}
     head.fit(x, y)
+    # the vectors are the rule model's: a head is valid only beside the rule weights it was fitted on
     np.savez_compressed(out, mix=np.float32(MIX), threshold=np.float32(threshold),
-                        head_w=head.coef_[0].astype(np.float32), head_b=np.float32(head.intercept_[0]))
+                        head_w=head.coef_[0].astype(np.float32), head_b=np.float32(head.intercept_[0]),
+                        encoder_sha256=np.array(hashlib.sha256(MINILM_FILE.read_bytes()).hexdigest()))
     print(f"wrote {out}: threshold {threshold}, cross-validated on the English train split {cv}")
     return cv
 

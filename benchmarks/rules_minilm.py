@@ -12,7 +12,8 @@ The threshold on the mean of the two models' log-odds (the n-gram model fitted o
 four fifths) is the highest that keeps recall at ``CV_RECALL`` (0.95, the recall a rule
 detector must reach) plus one standard error of that estimate on the fifth left out, which
 neither model was fitted on; the fit with the best precision there is the one written. Writes
-``memos/text/rules_minilm.npz``; ``python -m benchmarks.rules evaluate`` then measures it.
+``memos/text/rules_minilm.npz``; ``python -m benchmarks.rules evaluate`` then measures it. The
+revocation head reads this model's vectors: refit it next (``python -m benchmarks.revocations_minilm``).
 """
 
 from __future__ import annotations

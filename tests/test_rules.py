@@ -432,3 +432,18 @@ def test_a_user_who_asks_about_topics_pins_nothing_but_the_rule(model, monkeypat
                  {"role": "assistant", "content": f"Topic {i + 40} covers a lot of ground."}])
     mem.add([{"role": "user", "content": "给我讲讲敦煌壁画，我很想知道细节。"}, {"role": "assistant", "content": "好的。"}])
     assert [f.value for f in mem.facts() if f.pinned] == [rule]
+
+
+def test_the_revocation_head_was_fitted_on_the_shipped_rule_weights():
+    # the head reads the rule model's vectors: refitted rule weights without a refitted head
+    # took English test revocations' precision from 0.86 to 0.77
+    import hashlib
+
+    import numpy as np
+
+    from memos.text.revocations import REVOCATIONS_MINILM_FILE
+    from memos.text.rules_minilm import MINILM_FILE
+
+    fitted_on = str(np.load(REVOCATIONS_MINILM_FILE)["encoder_sha256"])
+    assert fitted_on == hashlib.sha256(MINILM_FILE.read_bytes()).hexdigest(), \
+        "refit the head: python -m benchmarks.revocations_minilm --model-dir DIR"
