@@ -319,11 +319,11 @@ def test_a_chatty_user_gets_their_rules_pinned_and_little_else(model, monkeypatc
     pinned = [f.value for f in mem.facts() if f.pinned]
     assert set(CHATTY_RULES) <= set(pinned)
     others = [p for p in pinned if p not in CHATTY_RULES]
-    # MiniLM pins "Never underestimate what a few pizzas can do for morale!" (0.67 against its
-    # threshold of 0.57); the n-grams alone pin two ("... picking up the violin again ...",
-    # "I can't wait for the holidays, ..."). The weights before the corpus had chatty hard
-    # negatives (en-3687 on) pinned the same one with MiniLM and three with the n-grams
-    assert len(others) <= (1 if model == "minilm" else 2), others
+    # the n-grams alone pin one ("I can't wait for the holidays, ..."). The weights before a
+    # general assistant's requests (en-4010 on) pinned "Never underestimate what a few pizzas can
+    # do for morale!" with MiniLM and two with the n-grams; those before the chatty hard
+    # negatives (en-3687 on), one with MiniLM and three with the n-grams
+    assert len(others) <= (0 if model == "minilm" else 1), others
 
 
 def test_the_revocation_sets_are_their_own_and_their_recorded_results_are_those_of_the_code(tmp_path):
