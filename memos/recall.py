@@ -131,7 +131,7 @@ class Recall:
             body = _body(h, flat)
             if self.counter.count(body) > per_item:
                 # a long item shows the passage that bears on the query, else its head and tail
-                who = next((f"{r}: " for r in h.roles[:1] if flat.startswith(f"{r}: ")), "")  # a turn's speaker
+                who = _speaker(h, flat)
                 part = best_passage(flat[len(who):], text, per_item - self.counter.count(_body(h, who)), self.counter.count)
                 body = _body(h, who + part) if part else self.counter.clip(body, per_item, " … ")
             body = mark_outdated(body, superseded, lifted=lifted)
@@ -313,10 +313,15 @@ def _body(h: Hit, text: str) -> str:
     return f"{h.kind} {where}: {text}"
 
 
+def _speaker(h: Hit, text: str) -> str:
+    """The ``"role: "`` prefix of a turn's ``text`` ("" when it has none)."""
+    return next((f"{r}: " for r in h.roles[:1] if text.startswith(f"{r}: ")), "")
+
+
 def _says_little(h: Hit) -> bool:
     """Whether a turn says next to nothing on its own: one content word at most ("Got it!"),
     or a few Chinese characters ("好的。")."""
-    text = h.text.split(": ", 1)[1] if h.roles and h.text.startswith(f"{h.roles[0]}: ") else h.text
+    text = h.text[len(_speaker(h, h.text)):]
     if any(ch.isdigit() for ch in text):
         return False
     han = sum("\u4e00" <= ch <= "\u9fff" for ch in text)

@@ -416,12 +416,7 @@ def test_a_user_who_asks_about_topics_pins_nothing_but_the_rule(model, monkeypat
     # a chatty user of a general assistant; with the weights before the corpus had that
     # register, every one of these questions was pinned as a constraint (MiniLM 0.68-0.85,
     # n-grams 0.52) and the rule shared the pinned section with sixty of them
-    import memos.text.rules as rules
-
-    if model == "minilm" and not HAVE_MODEL:
-        pytest.skip("needs the embedding model (MEMOS_EMBEDDING_MODEL_DIR)")
-    monkeypatch.setattr(rules, "_DEFAULT", None)
-    monkeypatch.setenv("MEMOS_RULE_MODEL", model)
+    use_rule_model(model, monkeypatch)
     mem = make_memory(session="topics", budget=4096)
     rule = "Always answer with the sources at the end."
     for i in range(8):
