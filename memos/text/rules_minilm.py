@@ -6,12 +6,11 @@ words. all-MiniLM-L6-v2, the embedding model memos already runs, was fine-tuned 
 question "is this a rule the user sets?" by training only its biases and layer norms (30,720
 numbers, "BitFit") and a linear head on its mean-pooled output; those numbers ship with the
 package (``rules_minilm.npz``), and ONNX Runtime puts them in place of the model's own when it
-loads the model (the model file is the user's, unchanged). The sentence's score is a weighted
-mean of the two models' log-odds (the weight is in the file); the weight and the threshold were
-chosen on the fifth of the corpus's English train split that these weights were not fitted on
-(``benchmarks/rules_minilm.py``). Chinese, Japanese and Korean sentences are judged by the
-n-gram model alone (the model's vocabulary is English), as is every sentence when the model
-cannot be loaded.
+loads the model (the model file is the user's, unchanged). The sentence's score is the mean of
+the two models' log-odds; the threshold was chosen on the fifth of the corpus's English train
+split that these weights were not fitted on (``benchmarks/rules_minilm.py``). Chinese, Japanese and Korean
+sentences are judged by the n-gram model alone (the model's vocabulary is English), as is
+every sentence when the model cannot be loaded.
 """
 
 from __future__ import annotations
