@@ -33,7 +33,7 @@ from .text.attributes import AttributeClassifier, default_attribute_classifier
 from .text.corrections import CorrectionClassifier, default_correction_classifier
 from .text.revocations import RevocationClassifier, default_revocation_classifier
 from .text.rules import RuleDetector, default_detector
-from .text.sentences import split_clauses, split_sentences
+from .text.sentences import split_clauses, split_sentences, without_code
 from .tiers.cold import Fact, FactCandidate, Invalidation, fact_key
 
 _Sourced = TypeVar("_Sourced", FactCandidate, Invalidation)
@@ -141,9 +141,10 @@ class RuleExtractor:
 
     def _user(self, m: Message, src: tuple[str, ...], cands: list[FactCandidate], invs: list[Invalidation]) -> None:
         text = m.text
-        sentences = split_sentences(text)
+        said = without_code(text)  # a pasted code block states no rule, correction or attribute
+        sentences = split_sentences(said)
         # A short message that states a rule is kept whole: the reason given with it matters.
-        whole = " ".join(text.split()) if len(sentences) <= 3 and len(text) <= _WHOLE_PREFERENCE_CHARS else None
+        whole = " ".join(said.split()) if len(sentences) <= 3 and len(said) <= _WHOLE_PREFERENCE_CHARS else None
         judged = (self.detector or default_detector()).judge(sentences) if m.role == "user" and sentences else []
         revocations = self.revocations or default_revocation_classifier()
         revoking = revocations.judge(sentences)

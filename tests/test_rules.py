@@ -429,6 +429,24 @@ def test_a_user_who_asks_about_topics_pins_nothing_but_the_rule(model, monkeypat
     assert [f.value for f in mem.facts() if f.pinned] == [rule]
 
 
+@pytest.mark.parametrize("model", ["minilm", "ngrams"])
+def test_code_a_user_pastes_in_a_fence_states_no_rule(model, monkeypatch, make_memory):
+    # a user of a coding assistant pastes code; its lines are data, not rules ("if not number
+    # in memo:" scores 0.97 with MiniLM and 0.94 with the n-grams), while the rule they state
+    # beside it is pinned and an id in the code is still found
+    use_rule_model(model, monkeypatch)
+    code = "if not number in memo:\n    return None\nmetadata = {}\norder = 'ORD-55120'"
+    assert default_detector().judge(["if not number in memo:"])[0].is_rule  # what the fence keeps out
+    mem = make_memory(session="code", budget=4096)
+    rule = "Always add type hints to the code you write for me."
+    mem.add([{"role": "user", "content": f"Here is my function:\n```python\n{code}\n```\n{rule}"},
+             {"role": "assistant", "content": "Thanks, I will."}])
+    facts = mem.facts()
+    pinned = [f.value for f in facts if f.pinned]
+    assert pinned == [f"Here is my function: {rule}"]  # a short message's rule is kept whole, less its code
+    assert "ORD-55120" in [f.key for f in facts if f.kind == "identifier"]
+
+
 def test_the_revocation_head_was_fitted_on_the_shipped_rule_weights():
     # the head reads the rule model's vectors: refitted rule weights without a refitted head
     # took English test revocations' precision from 0.86 to 0.77

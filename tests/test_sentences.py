@@ -6,7 +6,7 @@ import pytest
 
 from memos.extract import RuleExtractor
 from memos.messages import Message
-from memos.text.sentences import split_sentences
+from memos.text.sentences import split_sentences, without_code
 
 
 @pytest.mark.parametrize(("text", "sentences"), [
@@ -35,3 +35,15 @@ def test_clauses_split_at_commas_not_inside_numbers():
         "The budget cap of 1,000 is gone", "spend up to 1,500."]
     assert split_clauses("报告不用表格了，直接写段落、列要点就行。") == ["报告不用表格了", "直接写段落", "列要点就行。"]
     assert split_clauses("No commas here.") == ["No commas here."]
+
+
+@pytest.mark.parametrize(("text", "prose"), [
+    ("Here:\n```python\nif not n in memo:\n    return\n```\nAlways add type hints.", "Here:\n\nAlways add type hints."),
+    ("a\n~~~~\nb\n~~~\nstill code\n~~~~\nc", "a\n\nc"),  # a shorter fence closes nothing
+    ("a\n   ```\ncode\n   ```  \nb", "a\n\nb"),  # indented by up to three spaces, spaces after
+    ("a\n```js\nnever closed; ends at the end", "a\n\n"),
+    ("```x``` is inline code\nAlways add type hints.", "```x``` is inline code\nAlways add type hints."),
+    ("No fence here: only ``` in a line.", "No fence here: only ``` in a line."),
+])
+def test_without_code_leaves_out_fenced_code_blocks(text, prose):
+    assert without_code(text) == prose

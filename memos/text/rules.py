@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from .sentences import split_sentences
+from .sentences import split_sentences, without_code
 
 __all__ = ["RULE_KINDS", "RuleClassifier", "RuleDetector", "RuleJudgement", "default_classifier", "default_detector",
            "features", "has_words", "load_model", "unquoted"]
@@ -314,8 +314,8 @@ class RuleClassifier:
         return out
 
     def rules(self, text: str) -> list[RuleJudgement]:
-        """The sentences of ``text`` that state rules, in order."""
-        return [j for j in self.judge(split_sentences(text)) if j.is_rule]
+        """The sentences of ``text`` that state rules, in order (none from its fenced code blocks)."""
+        return [j for j in self.judge(split_sentences(without_code(text))) if j.is_rule]
 
 
 _NGRAMS: RuleClassifier | None = None
