@@ -39,7 +39,7 @@ def without_code(text: str) -> str:
                 out.append("\n")
             else:
                 out.append(line)
-        elif m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not line.strip().strip(fence[0]):
+        elif m and len(m.group(1)) >= len(fence) and not line.strip().strip(fence[0]):  # fence characters alone
             fence = ""
     return "".join(out)
 
