@@ -39,6 +39,11 @@ MIX = 0.5  # the two models' log-odds count equally, as for rules
 C = 0.3
 
 
+def rule_weights_sha256() -> str:
+    """The SHA-256 of the shipped rule weights, whose vectors the head reads."""
+    return hashlib.sha256(MINILM_FILE.read_bytes()).hexdigest()
+
+
 def english_train() -> list[dict[str, str]]:
     """The sentences the head is fitted on, with label ``revoke`` or ``none``."""
     rows = [r for r in load_revocations() if r["lang"] == "en" and r["split"] == "train"]
@@ -80,7 +85,7 @@ def train(model_dir: Path, out: Path = REVOCATIONS_MINILM_FILE) -> dict[str, Any
     # the vectors are the rule model's: a head is valid only beside the rule weights it was fitted on
     np.savez_compressed(out, mix=np.float32(MIX), threshold=np.float32(threshold),
                         head_w=head.coef_[0].astype(np.float32), head_b=np.float32(head.intercept_[0]),
-                        encoder_sha256=np.array(hashlib.sha256(MINILM_FILE.read_bytes()).hexdigest()))
+                        encoder_sha256=np.array(rule_weights_sha256()))
     print(f"wrote {out}: threshold {threshold}, cross-validated on the English train split {cv}")
     return cv
 

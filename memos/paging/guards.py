@@ -22,8 +22,8 @@ from enum import IntEnum
 
 from ..messages import as_roles
 from ..patterns import find_identifiers
-from ..text.rules import default_detector
-from ..text.sentences import split_sentences, without_code
+from ..text.rules import default_detector, stated_rules
+from ..text.sentences import split_sentences
 from ..tiers.hot import Unit
 
 __all__ = [
@@ -243,7 +243,7 @@ def extract_constraints(text: str) -> list[str]:
     """The sentences of ``text`` that state rules the user sets (constraints or preferences),
     in order, as the shipped classifier (:mod:`memos.text.rules`) judges them; a fenced code
     block states none."""
-    return [j.sentence for j in default_detector().judge(split_sentences(without_code(text))) if j.is_rule]
+    return [j.sentence for j in stated_rules(default_detector(), text)]
 
 
 def is_constraint(sentence: str) -> bool:

@@ -41,7 +41,7 @@ from typing import Any, Protocol, runtime_checkable
 from .sentences import split_sentences, without_code
 
 __all__ = ["RULE_KINDS", "RuleClassifier", "RuleDetector", "RuleJudgement", "default_classifier", "default_detector",
-           "features", "has_words", "load_model", "unquoted"]
+           "features", "has_words", "load_model", "stated_rules", "unquoted"]
 
 RULE_KINDS = ("constraint", "preference")
 MODEL_FILE = Path(__file__).with_name("rules_model.json.gz")
@@ -314,8 +314,14 @@ class RuleClassifier:
         return out
 
     def rules(self, text: str) -> list[RuleJudgement]:
-        """The sentences of ``text`` that state rules, in order (none from its fenced code blocks)."""
-        return [j for j in self.judge(split_sentences(without_code(text))) if j.is_rule]
+        """The sentences of ``text`` that state rules, in order (see :func:`stated_rules`)."""
+        return stated_rules(self, text)
+
+
+def stated_rules(detector: RuleDetector, text: str) -> list[RuleJudgement]:
+    """The sentences of ``text`` that state rules as ``detector`` judges them, in order; a
+    fenced code block states none."""
+    return [j for j in detector.judge(split_sentences(without_code(text))) if j.is_rule]
 
 
 _NGRAMS: RuleClassifier | None = None
