@@ -40,8 +40,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from .sentences import split_sentences, without_code
 
-__all__ = ["RULE_KINDS", "RuleClassifier", "RuleDetector", "RuleJudgement", "default_classifier", "default_detector",
-           "features", "has_words", "load_model", "stated_rules", "unquoted"]
+__all__ = ["RULE_KINDS", "RuleClassifier", "RuleDetector", "RuleJudgement", "bare", "default_classifier",
+           "default_detector", "features", "has_words", "load_model", "stated_rules", "unquoted"]
 
 RULE_KINDS = ("constraint", "preference")
 MODEL_FILE = Path(__file__).with_name("rules_model.json.gz")
@@ -178,6 +178,18 @@ def unquoted(sentence: str) -> str:
     return t
 
 
+# a full stop (or an ellipsis) that ends a sentence says nothing about whether it is a rule, and
+# chatty users leave it out: "use metric units" is the rule "Use metric units."
+_FINAL_STOP = re.compile(r"\s*[.\u3002\uff0e\u2026]+$")
+
+
+def bare(sentence: str) -> str:
+    """``sentence`` as the rule models read it: :func:`unquoted`, less the full stop or
+    ellipsis that ends it (a question or exclamation mark stays: it tells)."""
+    t = unquoted(sentence)
+    return _FINAL_STOP.sub("", t) or t
+
+
 def _normalise(text: str) -> str:
     text = unicodedata.normalize("NFKC", text).lower().replace("\u2019", "'")
     return " ".join(_DIGITS.sub("0", text).split())
@@ -282,7 +294,7 @@ class RuleClassifier:
     def _compute(self, sentence: str) -> tuple[float, str]:
         if not has_words(sentence):
             return 0.0, "constraint"
-        feats = features(sentence)
+        feats = features(bare(sentence))
         z = self._logit(self.rule_weights, self.rule_bias, feats)
         if self.zh_weights is not None and _CJK.search(sentence):
             z_zh = self.zh_bias + sum(self.zh_weights.get(k, 0.0) for k in feats)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .rules import RuleClassifier, RuleJudgement, default_classifier, has_words, unquoted
+from .rules import RuleClassifier, RuleJudgement, bare, default_classifier, has_words
 
 __all__ = ["MINILM_FILE", "MiniLMRuleClassifier", "mixed"]
 
@@ -77,16 +77,16 @@ class MiniLMRuleClassifier:
         return has_words(sentence) and bool(self._model.covers(sentence))
 
     def vectors(self, sentences: Sequence[str]) -> np.ndarray:
-        """The fine-tuned model's sentence vectors (mean-pooled, one row per sentence, read
-        unquoted), kept for the newest texts: the revocation classifier's head reads them
-        too (:class:`~memos.text.revocations.MiniLMRevocationClassifier`)."""
+        """The fine-tuned model's sentence vectors (mean-pooled, one row per sentence, read as
+        :func:`~memos.text.rules.bare` gives them), kept for the newest texts: the revocation
+        classifier's head reads them too (:class:`~memos.text.revocations.MiniLMRevocationClassifier`)."""
         if not sentences:
             return np.zeros((0, self._head_w.shape[0]), dtype=np.float32)
         # read from ``got``: another thread may clear the cache meanwhile
         got = {s: v for s in sentences if (v := self._vectors.get(s)) is not None}
         todo = [s for s in dict.fromkeys(sentences) if s not in got]
         if todo:
-            new = dict(zip(todo, self._model.pooled([unquoted(s) for s in todo]), strict=True))
+            new = dict(zip(todo, self._model.pooled([bare(s) for s in todo]), strict=True))
             got.update(new)
             if len(self._vectors) > 4096:
                 self._vectors.clear()
