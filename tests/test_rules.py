@@ -482,7 +482,7 @@ def test_code_and_documents_pasted_without_a_fence_state_no_rule(model, monkeypa
              {"role": "user", "content": f"Can you summarise this part of the paper?\n{paper}\n{rule}"},
              {"role": "assistant", "content": "Sure."}])
     pinned = [f.value for f in mem.facts() if f.pinned]
-    assert rule in pinned and len(pinned) <= 2, pinned
+    assert rule in pinned and len(pinned) <= (2 if model == "minilm" else 1), pinned
 
 
 def test_the_revocation_head_was_fitted_on_the_shipped_rule_weights():
