@@ -615,3 +615,39 @@ def test_a_turn_is_ranked_with_the_turns_around_it(tmp_path):
     assert two[answer.id] == pytest.approx(0.4 + 0.25)  # a turn does not lend to itself
     other.close()
     mem.close()
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_second_hop_finds_the_message_that_names_what_the_first_hit_is_about(tmp_path, monkeypatch, lang):
+    # "how long is the event whose programme is X?": the message that holds X names the event,
+    # and the answer names the event and its duration, sharing only "duration" with the
+    # question, as twenty other events' durations do. Keyword search alone, no model.
+    import memos.tiers.archival as archival_tier
+
+    en = lang == "en"
+    names = ["job fair", "finance forum", "art show", "hiking trip", "film night", "chess open", "book club", "wine tasting",
+             "coding camp", "choir concert", "pottery class", "startup pitch", "charity run", "jazz evening",
+             "photo walk", "tea ceremony", "robot contest", "poetry slam", "food market", "yoga retreat", "kite festival"]
+    zh_names = ["秋季招聘会", "金融科技论坛", "模型艺术展", "户外徒步之旅", "电影音乐之夜", "象棋公开赛", "读书分享会", "品酒沙龙",
+                "编程训练营", "合唱音乐会", "陶艺体验课", "创业路演", "慈善长跑", "爵士之夜", "城市摄影行", "茶艺表演",
+                "机器人大赛", "诗歌朗诵会", "美食市集", "瑜伽静修营", "风筝节"]
+    events = names if en else zh_names
+    programme = ("bank tellers share their career experience and meet recruiters" if en
+                 else "深圳地区银行柜员主管分享职业经验，招纳贤才")
+    mem = Memory("events", user="ana", store=tmp_path / "e.db", embedding_model_dir=tmp_path / "no-model")
+    mem.add(user(f"I'm going to the {events[0]}." if en else f"我将要参加{events[0]}。"))
+    mem.add(user(f"The {events[0]}'s programme: {programme}." if en else f"{events[0]}的主要内容是{programme}。"))
+    for n, name in enumerate(events[1:] + events[:1]):
+        mem.add(user(f"The {name}'s duration is {n + 2} weeks." if en else f"{name}的持续时间是{n + 2}周。"))
+        for i in range(3):  # a long chat: "duration" is in a fifth of the messages, not in most
+            mem.add(user(f"Shopping note {n}-{i}: oat milk and rice." if en else f"购物清单{n}-{i}：燕麦奶和大米。"))
+    answer = f"The {events[0]}'s duration is 22 weeks." if en else f"{events[0]}的持续时间是22周。"
+    query = (f"What is the duration of the event whose programme is {programme}?" if en
+             else f"那个主要内容是“{programme}”的活动，持续时间是什么？")
+    hits = mem.archival.search(query, 10)
+    assert [h for h in hits if programme in h.text], [h.text for h in hits]
+    (found,) = [h for h in hits if answer in h.text]
+    assert "bridge" in found.found_by
+    monkeypatch.setattr(archival_tier, "BRIDGE_FROM", 0)  # without the second hop it is one of twenty
+    assert not [h for h in mem.archival.search(query, 10) if answer in h.text]
+    mem.close()

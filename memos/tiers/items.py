@@ -66,8 +66,9 @@ class Hit:
     session: str = ""  # the session it came from ('user/agent/session'), when known
     # cosine similarity of the item to the query, when the dense search found it
     similarity: float | None = None
-    # which searches found it: 'dense', 'keyword' (archive items) or 'facts'; 'context' for a turn
-    # none found, ranked by the turns around it (ArchivalTier.in_context)
+    # which searches found it: 'dense', 'keyword' (archive items) or 'facts'; 'bridge' for the
+    # second hop from a better hit (ArchivalTier._bridged); 'context' for a turn none found,
+    # ranked by the turns around it (ArchivalTier.in_context)
     found_by: tuple[str, ...] = ()
 
     def to_dict(self, preview_chars: int | None = None, query: str | None = None) -> dict[str, Any]:
