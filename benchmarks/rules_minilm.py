@@ -8,10 +8,8 @@ split of ``tests/data/rules/corpus.tsv``, only the parameters the ONNX file name
 and layer norm: 30,720 numbers; "BitFit", Ben Zaken et al. 2022) and a linear head on the
 mean-pooled output, 6 epochs, on four fifths of that split (a sentence's fifth is set by its
 id: sentences added later leave the others where they were), once from each of
-``INIT_SEEDS`` (the head's initialisation and the batch order), and once more as their soup:
-the seeds' numbers averaged (Wortsman et al. 2022), then fitted for ``SOUP_EPOCHS`` more to the
-seeds' mean log-odds on the same sentences (an ensemble distilled into one model of the same
-size). Sentences are read as :func:`memos.text.rules.bare` gives them, as the classifier reads them.
+``INIT_SEEDS`` (the head's initialisation and the batch order). Sentences are read as
+:func:`memos.text.rules.bare` gives them, as the classifier reads them.
 The threshold on the mean of the two models' log-odds (the n-gram model fitted on the same
 four fifths) is the highest that keeps recall at ``CV_RECALL`` (0.95, the recall a rule
 detector must reach) plus one standard error of that estimate on the fifth left out, which
@@ -44,17 +42,6 @@ EPOCHS, BATCH, LR = 6, 16, 2e-3
 # 0.26. Each of these seeds is fitted on the same four fifths, and the one with the best
 # precision at the threshold's recall on the held-back fifth is shipped.
 INIT_SEEDS = (0, 1, 2)
-# The seeds' soup, fitted to their mean log-odds (see the module docs), was added when the three
-# seeds' precision on the held-back fifth was 0.881 / 0.878 / 0.863 and their ensemble's 0.892
-# (three models to run); the soup's was 0.900, at recall 0.972.
-SOUP_EPOCHS = 2
-# In a message of more than two sentences (a story, a pasted prompt or paper) most sentences are
-# no rules, and a sentence must reach a higher bar: the lowest score from which up the held-back
-# fifth's precision is at least LONG_PRECISION. It was 0.85 for every fit, set by hand, until the
-# soup: its scores are surer (0.85 kept recall 0.827 at precision 0.957 on the fifth, where the
-# fit before kept 0.794 at 0.966): of the 98 sentences of PrefEval's filler prompts it took for
-# rules at 0.85 (72 with the fit before), 36 scored under 0.93.
-LONG_PRECISION = 0.98
 # the recall target of the detector; a threshold kept for 0.97 cost 0.039 of cross-validated
 # precision (0.843 against 0.882) for 0.020 of recall
 CV_RECALL = 0.95
@@ -93,23 +80,12 @@ def train(model_dir: Path, out: Path = MINILM_FILE) -> dict[str, Any]:
     tok.enable_truncation(max_length=256)
     tok.enable_padding(pad_id=0, pad_token="[PAD]")
 
-    def fit(part: list[dict[str, str]], seed: int, soup: Sequence[tuple[Any, Any]] = (),
-            teacher: Any = None) -> tuple[Any, Any, Any, set[str]]:
-        """A fit from ``seed``; with ``soup`` (fits as (model, head)), their numbers averaged and
-        fitted to ``teacher`` (log-odds, one per sentence of ``part``)."""
+    def fit(part: list[dict[str, str]], seed: int) -> tuple[Any, Any, Any, set[str]]:
         torch.manual_seed(seed)
         bert, named = _bert(model_dir)
-        head = torch.nn.Linear(bert.config.hidden_size, 1)
-        if soup:
-            with torch.no_grad():
-                fitted = [dict(b.named_parameters()) for b, _ in soup]
-                for name, p in bert.named_parameters():
-                    if name in named:
-                        p.copy_(torch.stack([f[name] for f in fitted]).mean(0))
-                head.weight.copy_(torch.stack([h.weight for _, h in soup]).mean(0))
-                head.bias.copy_(torch.stack([h.bias for _, h in soup]).mean(0))
         for name, p in bert.named_parameters():
             p.requires_grad = name in named
+        head = torch.nn.Linear(bert.config.hidden_size, 1)
 
         def pooled(texts: Sequence[str]) -> Any:
             enc = tok.encode_batch([bare(t) for t in texts])  # as the classifier reads them
@@ -121,26 +97,22 @@ def train(model_dir: Path, out: Path = MINILM_FILE) -> dict[str, Any]:
 
         y = torch.tensor([r["label"] != "none" for r in part], dtype=torch.float32)
         weight = (1 - y.mean()) / y.mean()
-        opt = torch.optim.AdamW([p for p in bert.parameters() if p.requires_grad] + list(head.parameters()),
-                                lr=LR / 4 if soup else LR, weight_decay=0.0)
+        opt = torch.optim.AdamW([p for p in bert.parameters() if p.requires_grad] + list(head.parameters()), lr=LR,
+                                weight_decay=0.0)
         shuffle = np.random.default_rng(seed)
-        epochs = SOUP_EPOCHS if soup else EPOCHS
-        for epoch in range(epochs):
+        for epoch in range(EPOCHS):
             bert.train()
             total = 0.0
             perm = shuffle.permutation(len(part))
             for start in range(0, len(part), BATCH):
                 idx = perm[start : start + BATCH]
                 logits = head(pooled([part[i]["text"] for i in idx])).squeeze(-1)
-                if soup:
-                    loss = torch.nn.functional.mse_loss(logits, teacher[idx])
-                else:
-                    loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, y[idx], pos_weight=weight)
+                loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, y[idx], pos_weight=weight)
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
                 total += float(loss.detach())
-            print(f"  epoch {epoch + 1}/{epochs}: loss {total:.2f}")
+            print(f"  epoch {epoch + 1}/{EPOCHS}: loss {total:.2f}")
         bert.eval()
         return bert, head, pooled, named
 
@@ -159,40 +131,25 @@ def train(model_dir: Path, out: Path = MINILM_FILE) -> dict[str, Any]:
     # unseen sentences about half the time (one fit kept 0.95 there and reached 0.929 on the
     # test split): it keeps CV_RECALL plus one standard error of the estimate instead.
     wanted = CV_RECALL + math.sqrt(CV_RECALL * (1 - CV_RECALL) / int(gold.sum()))
-
-    def log_odds(bert: Any, head: Any, pooled: Any, texts: list[str]) -> Any:
-        with torch.no_grad():
-            return torch.cat([head(pooled(texts[i : i + 64])).squeeze(-1) for i in range(0, len(texts), 64)])
-
     best: tuple[dict[str, Any], float, Any, Any, set[str]] | None = None
-    fits: list[tuple[Any, Any, Any, set[str]]] = []
-    for seed in [*INIT_SEEDS, None]:
-        if seed is None:  # the soup, fitted to the seeds' mean log-odds
-            teacher = torch.stack([log_odds(*f[:3], [r["text"] for r in part]) for f in fits]).mean(0)
-            bert, head, pooled, named = fit(part, INIT_SEEDS[0], [(f[0], f[1]) for f in fits], teacher)
-        else:
-            bert, head, pooled, named = fit(part, seed)
-            fits.append((bert, head, pooled, named))
-        neural = log_odds(bert, head, pooled, [r["text"] for r in held]).numpy()
+    for seed in INIT_SEEDS:
+        bert, head, pooled, named = fit(part, seed)
+        with torch.no_grad():
+            neural = head(pooled([r["text"] for r in held])).squeeze(-1).numpy()
         mixed = MIX * neural + (1 - MIX) * np.log(p / (1 - p))
         candidates = [t for t in np.arange(0.02, 0.98, 0.01)
                       if (mixed[gold] >= math.log(t / (1 - t))).mean() >= wanted]
         threshold = float(round(max(candidates), 2))
         chosen = mixed >= math.log(threshold / (1 - threshold))
-        bars = [t for t in np.arange(threshold, 0.99, 0.01)
-                if all(gold[mixed >= math.log(u / (1 - u))].mean() >= LONG_PRECISION
-                       for u in np.arange(t, 0.99, 0.01) if (mixed >= math.log(u / (1 - u))).any())]
-        long_bar = float(round(min(bars), 2)) if bars else 0.99
-        held_back = {"n": len(held), "seed": "soup" if seed is None else seed, "recall": round(float(chosen[gold].mean()), 3),
-                     "precision": round(float(gold[chosen].mean()), 3), "long_message_threshold": long_bar}
-        print(f"  seed {held_back['seed']}: threshold {threshold}, on the held-back fifth {held_back}")
+        held_back = {"n": len(held), "seed": seed, "recall": round(float(chosen[gold].mean()), 3),
+                     "precision": round(float(gold[chosen].mean()), 3)}
+        print(f"  seed {seed}: threshold {threshold}, on the held-back fifth {held_back}")
         if best is None or held_back["precision"] > best[0]["precision"]:
             best = (held_back, threshold, bert, head, named)
     assert best is not None
     held_back, threshold, bert, head, named = best
     arrays = {"m." + n: p.detach().numpy().astype(np.float32) for n, p in bert.named_parameters() if n in named}
     np.savez_compressed(out, mix=np.float32(MIX), threshold=np.float32(threshold),
-                        long_message_threshold=np.float32(held_back["long_message_threshold"]),
                         head_w=head.weight.detach().numpy()[0].astype(np.float32),
                         head_b=np.float32(head.bias.detach().numpy()[0]), **arrays)
     print(f"wrote {out}: {sum(a.size for a in arrays.values())} model numbers, threshold {threshold}, "

@@ -7,9 +7,8 @@ question "is this a rule the user sets?" by training only its biases and layer n
 numbers, "BitFit") and a linear head on its mean-pooled output; those numbers ship with the
 package (``rules_minilm.npz``), and ONNX Runtime puts them in place of the model's own when it
 loads the model (the model file is the user's, unchanged). The sentence's score is the mean of
-the two models' log-odds; the threshold, and the higher bar a sentence of a message of more
-than two sentences must reach, were chosen on the fifth of the corpus's English train split
-that these weights were not fitted on (``benchmarks/rules_minilm.py``). Chinese, Japanese and Korean
+the two models' log-odds; the threshold was chosen on the fifth of the corpus's English train
+split that these weights were not fitted on (``benchmarks/rules_minilm.py``). Chinese, Japanese and Korean
 sentences are judged by the n-gram model alone (the model's vocabulary is English), as is
 every sentence when the model cannot be loaded.
 """
@@ -50,7 +49,7 @@ class MiniLMRuleClassifier:
 
     def __init__(self, model_dir: str | Path | None = None, *, ngrams: RuleClassifier | None = None,
                  weights: Path = MINILM_FILE, threshold: float | None = None,
-                 long_message_threshold: float | None = None) -> None:
+                 long_message_threshold: float = 0.85) -> None:
         from ..embeddings import OnnxEmbedder
 
         data = np.load(weights)
@@ -59,10 +58,7 @@ class MiniLMRuleClassifier:
         self.threshold = float(data["threshold"] if threshold is None else threshold)
         if not 0.0 < self.threshold < 1.0:
             raise ValueError(f"threshold must be in (0, 1), got {self.threshold}")
-        # a sentence of a long message (a story, a review): the bar fitted with the weights
-        # (benchmarks.rules_minilm.LONG_PRECISION), else the n-gram model's
-        if long_message_threshold is None:
-            long_message_threshold = float(data["long_message_threshold"]) if "long_message_threshold" in data.files else 0.85
+        # a sentence of a long message (a story, a review): the n-gram model's bar
         self.long_message_threshold = max(self.threshold, float(long_message_threshold))
         if not self.long_message_threshold < 1.0:
             raise ValueError(f"long_message_threshold must be below 1, got {long_message_threshold}")
@@ -118,8 +114,8 @@ class MiniLMRuleClassifier:
 
     def judge(self, sentences: Sequence[str]) -> list[RuleJudgement]:
         """One judgement per sentence of one message (in one of more than two sentences, a
-        sentence must reach ``long_message_threshold``, a higher bar, as with the n-gram model); the
-        n-gram model's judgement for a sentence the MiniLM model does not cover."""
+        sentence must reach ``long_message_threshold``, as with the n-gram model); the n-gram
+        model's judgement for a sentence the MiniLM model does not cover."""
         bar = self.long_message_threshold if len(sentences) > 2 else self.threshold
         covered = [self._model.covers(s) for s in sentences]
         alone = self.ngrams.judge(sentences) if not all(covered) else []
