@@ -96,7 +96,8 @@ CONTEXT_CANDIDATES = 64
 # than its own (ArchivalTier._bridged). Chosen on MemDaily trajectories 0-39 (target recall
 # 0.716 -> 0.738, among 1-3 lenders and shares 0.5-0.95; 02_conditional_events 0.775 -> 0.95)
 # and checked on trajectories 40-79 (0.819 -> 0.845, means of the files); on LoCoMo
-# conversations 0-2 at 2,048 tokens 0.886 -> 0.886 (multi-hop 0.691 -> 0.697).
+# conversations 0-2 at 2,048 tokens 0.886 -> 0.886 (multi-hop 0.691 -> 0.697), over all seven
+# 0.861 -> 0.858.
 BRIDGE_FROM = 3
 BRIDGE_LEND = 0.85
 _ROLE_LABEL = re.compile(r"^(?:user|assistant|system): ", re.MULTILINE)  # as memos.archiving.item_line names a line's role
@@ -587,6 +588,7 @@ class ArchivalTier:
         if not lenders:
             return {}
         asked = query_terms(query)
+        wanted = set(asked)
         with Session(self.engine) as s:
             texts = dict(s.exec(select(ArchiveItem.id, ArchiveItem.text).where(col(ArchiveItem.id).in_(lenders))).all())
         out: dict[str, float] = {}
@@ -594,7 +596,8 @@ class ArchivalTier:
             if lender not in texts:
                 continue
             held = query_terms(_ROLE_LABEL.sub("", texts[lender]))  # the words said, not who said them
-            bridge = [t for t in held if t not in set(asked)] + [t for t in asked if t not in set(held)]
+            told = set(held)
+            bridge = [t for t in held if t not in wanted] + [t for t in asked if t not in told]
             found = next((i for i in self.keyword_ids(" ".join(bridge), pool) if i not in lenders), None) if bridge else None
             if found is not None:
                 out[found] = max(out.get(found, 0.0), BRIDGE_LEND * scores[lender])
