@@ -20,7 +20,6 @@ revocation head reads this model's vectors: refit it next (``python -m benchmark
 
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,10 +30,8 @@ import numpy as np
 from memos.text.rules import bare, features
 from memos.text.rules_minilm import MINILM_FILE
 
-from .rules import fit_on_model_dir, id_folds
+from .rules import fit_on_model_dir, id_folds, load_corpus
 
-ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT / "tests" / "data" / "rules" / "corpus.tsv"
 MIX = 0.5  # the two models' log-odds count equally
 EPOCHS, BATCH, LR = 6, 16, 2e-3
 # Fine-tuning from one initialisation of the head and one batch order is a roll of the dice:
@@ -74,8 +71,7 @@ def train(model_dir: Path, out: Path = MINILM_FILE) -> dict[str, Any]:
     from tokenizers import Tokenizer
 
     torch.set_num_threads(2)
-    with CORPUS.open(encoding="utf-8") as fh:
-        rows = [r for r in csv.DictReader(fh, delimiter="\t") if r["lang"] == "en" and r["split"] == "train"]
+    rows = [r for r in load_corpus() if r["lang"] == "en" and r["split"] == "train"]
     tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
     tok.enable_truncation(max_length=256)
     tok.enable_padding(pad_id=0, pad_token="[PAD]")
