@@ -575,12 +575,12 @@ class ArchivalTier:
                     found_in[i].append("keyword")
         fused = rrf(rankings, normalise=True, weights=weights)
         if mode == "hybrid":
-            for item_id, score in self._bridged(query, fused, pool).items():
+            for item_id, score in self._bridged(query, fused).items():
                 fused[item_id] = max(fused.get(item_id, 0.0), score)
                 found_in.setdefault(item_id, []).append("bridge")
         return fused, similarity, found_in
 
-    def _bridged(self, query: str, scores: dict[str, float], pool: int) -> dict[str, float]:
+    def _bridged(self, query: str, scores: dict[str, float]) -> dict[str, float]:
         """The items a second hop from the best candidates finds, with the scores they rank by
         (see ``BRIDGE_FROM``): each lender's best keyword match on its words the query lacks
         and the query's words it lacks."""
@@ -589,18 +589,20 @@ class ArchivalTier:
             return {}
         asked = query_terms(query)
         wanted = set(asked)
+        out: dict[str, float] = {}
         with Session(self.engine) as s:
             texts = dict(s.exec(select(ArchiveItem.id, ArchiveItem.text).where(col(ArchiveItem.id).in_(lenders))).all())
-        out: dict[str, float] = {}
-        for lender in lenders:
-            if lender not in texts:
-                continue
-            held = query_terms(_ROLE_LABEL.sub("", texts[lender]))  # the words said, not who said them
-            told = set(held)
-            bridge = [t for t in held if t not in wanted] + [t for t in asked if t not in told]
-            found = next((i for i in self.keyword_ids(" ".join(bridge), pool) if i not in lenders), None) if bridge else None
-            if found is not None:
-                out[found] = max(out.get(found, 0.0), BRIDGE_LEND * scores[lender])
+            for lender in lenders:
+                if lender not in texts:
+                    continue
+                held = query_terms(_ROLE_LABEL.sub("", texts[lender]))  # the words said, not who said them
+                told = set(held)
+                bridge = [t for t in held if t not in wanted] + [t for t in asked if t not in told]
+                # the best item that is not a lender is among the first len(lenders) + 1
+                best = self.keywords.search(s, self.namespace, " ".join(bridge), len(lenders) + 1) if bridge else []
+                found = next((i for i in best if i not in lenders), None)
+                if found is not None:
+                    out[found] = max(out.get(found, 0.0), BRIDGE_LEND * scores[lender])
         return out
 
 
