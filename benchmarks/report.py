@@ -1,4 +1,4 @@
-"""The README's benchmark tables, from the recorded results in benchmarks/results/.
+"""The benchmark tables of the README and docs/benchmarks.md, from the recorded results in benchmarks/results/.
 
     python -m benchmarks.report
 """
