@@ -25,6 +25,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, func, select
 
 from ..patterns import value_kind
+from ..text.replacements import ReplacementClassifier, default_replacement_classifier, new_terms
 from ..text.search import KeywordIndex
 from ..text.terms import content_terms
 from .facts import (
@@ -78,9 +79,12 @@ class _Index:
 class ColdTier:
     """The facts of one namespace."""
 
-    def __init__(self, engine: Engine, namespace: str) -> None:
+    def __init__(self, engine: Engine, namespace: str, *, replacements: ReplacementClassifier | None = None) -> None:
+        """``replacements`` decides which earlier rule a new one replaces (default: the shipped
+        classifier, :mod:`memos.text.replacements`)."""
         self.engine = engine
         self.namespace = namespace
+        self.replacements = replacements
         self.version = 0  # bumped on every change, so callers can cache renderings
         self.keywords = fact_keywords(engine)
         self._known: _Index | None = None
@@ -112,7 +116,9 @@ class ColdTier:
             # taken for a revocation ("I'm not comfortable with pets that can jump on
             # furniture.") is not lost
             if inv.otherwise is not None and (not lifted or inv.holds_instead
-                                              or inv.otherwise.confidence > inv.confidence):
+                                              or inv.otherwise.confidence > inv.confidence
+                                              or any(self._replaces(ch.fact.key, inv.otherwise.key)
+                                                     and new_terms(ch.fact.key, inv.otherwise.key) for ch in lifted)):
                 rule = inv.otherwise
                 candidates.append(rule if rule.source_time else replace(rule, source_time=inv.source_time))
         for cand in candidates:
@@ -126,6 +132,9 @@ class ColdTier:
                 continue
             change = self._apply_one(session, cand, now)
             changes.append(change)
+            if (change.op is FactOp.ADD and change.fact.status == "current" and change.fact.kind in RULE_KINDS
+                    and change.fact.origin != "explicit"):
+                changes.extend(self._replaced(session, change.fact))
             if corrected is not None and not keyed and corrected.id != change.fact.id:  # a bare identifier
                 changes.append(self._supersede(session, corrected, change.fact))
             if change.op is FactOp.UPDATE and change.previous is not None and change.fact.kind in SLOT_KINDS:
@@ -213,6 +222,30 @@ class ColdTier:
         if op is FactOp.UPDATE and row is not None:
             self._supersede(s, row, fact)
         return FactChange(op, fact, row)
+
+    def _replaces(self, old: str, new: str) -> bool:
+        return (self.replacements or default_replacement_classifier()).replaces(old, new)
+
+    def _replaced(self, s: Session, rule: Fact) -> list[FactChange]:
+        """The earlier rule a rule just added replaces ("From now on, reply in Spanish." and
+        "Always reply in English."), superseded by it: of the current rules set before it that
+        the replacement classifier takes for replaced, the one it scores highest, with the
+        identifiers read from it. A rule pinned with ``pin()`` is the application's, and stays."""
+        clf = self.replacements or default_replacement_classifier()
+        rows = s.exec(select(Fact).where(Fact.namespace == self.namespace, Fact.status == "current",
+                                         col(Fact.kind).in_(RULE_KINDS), Fact.key != rule.key)).all()
+        # judged on the keys, the sentences that state the rules (a short message's rules each
+        # hold the whole message); rules of one message hold together
+        found = [(clf.score(r.key, rule.key), r) for r in rows
+                 if r.id != rule.id and r.origin != "explicit" and r.valid_from <= rule.valid_from
+                 and r.source_ids != rule.source_ids and clf.replaces(r.key, rule.key)]
+        if not found:
+            return []
+        old = max(found, key=lambda f: (f[0], f[1].id or 0))[1]
+        # the identifiers read from the old rule ("90 euros") go with it: no current row gives it
+        stale = s.exec(select(Fact).where(Fact.namespace == self.namespace, Fact.kind == "identifier",
+                                          Fact.status == "current", Fact.value == old.value)).all()
+        return [self._supersede(s, row, rule) for row in (old, *stale)]
 
     def _corrected(self, s: Session, cand: FactCandidate) -> Fact | None:
         """The current value a keyless correction replaces: the newest one of its kind (a phone

@@ -1,0 +1,122 @@
+"""Replacements: which rule the user set earlier a new rule replaces.
+
+"From now on, reply in Spanish." replaces "Always reply in English."; "Keep your replies under
+100 words." holds beside it, and so does "Never book easyJet either." beside "Never book
+Ryanair.". The pinned section should hold the rules in force: two that contradict each other
+leave the model to guess. As for rules and revocations (:mod:`memos.text.rules`,
+:mod:`memos.text.revocations`), this is a measured classifier, not a phrase list: a logistic
+regression over features of the pair (:func:`pair_features`): how many words the two share
+and how many each has that the other lacks, whether their numbers differ (or only their
+numbers), a negation in one and not the other, and closed-class cues in the new rule, of a
+change ("from now on", "instead", 改成, 以后) and of an addition ("either", "also", 也, 还).
+
+Its weights ship with the package (``replacements_model.json.gz``), fitted by
+``benchmarks/replacements.py`` on the *train* split of ``tests/data/rules/replacements.tsv``
+(pairs written for it, English and Chinese: replacements of every kind, and rules on the same
+matter that hold together); each language's threshold is the lowest score at which the
+cross-validated precision there reaches 0.95, since a false replacement takes a rule in force
+out of the pinned section (it stays in the fact history, superseded by the new one).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+from typing import Any
+
+from .linear import LinearModel
+from .rules import _CJK
+from .terms import content_terms
+
+__all__ = ["REPLACEMENTS_FILE", "ReplacementClassifier", "default_replacement_classifier", "new_terms", "pair_features"]
+
+REPLACEMENTS_FILE = Path(__file__).with_name("replacements_model.json.gz")
+
+# closed-class cues of the new rule, by what they say about the old one
+_CUES = {
+    "change": re.compile(r"\b(?:from now on|going forward|now|instead|anymore|any more|no longer|actually|rather|"
+                         r"switch(?:ed)?|chang(?:e|ed)|make it|back (?:on|to))\b|改|换|现在|以后|不再|不用|而是|其实|又", re.I),
+    "permit": re.compile(r"\b(?:is|are) (?:fine|ok|okay)\b|\bcan\b|也可以|可以了|就行", re.I),
+    "also": re.compile(r"\b(?:either|too|also|as well|another)\b|也|还|另外", re.I),
+    "scope": re.compile(r"\b(?:for|on|in|during|at night|when|if)\b|的话|的时候|工作日|周末|白天|晚上", re.I),
+}
+_NUMBER = re.compile(r"\d+(?:[.,:]\d+)*|[零一二两三四五六七八九十百千万半]+")
+_NEGATION = re.compile(r"\b(?:no|not|never|don't|do not|avoid|without|nothing)\b|[不别没勿禁]", re.I)
+
+
+def _terms(text: str) -> frozenset[str]:
+    plain = text
+    for rx in _CUES.values():
+        plain = rx.sub(" ", plain)
+    return frozenset(t for t in content_terms(_NUMBER.sub(" ", plain), parts=True))
+
+
+def new_terms(old: str, new: str) -> frozenset[str]:
+    """The words (or Chinese character pairs) of ``new`` that ``old`` lacks, cue words and
+    numbers aside: what a rule said after another names that it did not ("aisle" in "I prefer
+    aisle seats now." after "I prefer window seats."; nothing in "Red-eye flights are fine
+    now." after "Never book red-eye flights.", which lifts a rule and sets none)."""
+    return _terms(new) - _terms(old)
+
+
+def _bin(n: int) -> str:
+    return str(min(n, 3))
+
+
+@functools.lru_cache(maxsize=4096)
+def pair_features(old: str, new: str) -> dict[str, float]:
+    """The features the replacement model reads for the rule ``new`` said after ``old``."""
+    a, b = _terms(old), _terms(new)
+    shared = a & b
+    union = a | b
+    na, nb = set(_NUMBER.findall(old)), set(_NUMBER.findall(new))
+    out: dict[str, float] = {
+        "jaccard": len(shared) / len(union) if union else 0.0,
+        "cover_old": len(shared) / len(a) if a else 0.0,
+        "cover_new": len(shared) / len(b) if b else 0.0,
+        f"shared={_bin(len(shared))}": 1.0,
+        f"only_old={_bin(len(a - b))}": 1.0,
+        f"only_new={_bin(len(b - a))}": 1.0,
+    }
+    if na and nb:
+        out["numbers_differ" if na != nb else "numbers_same"] = 1.0
+        if na != nb and a == b:
+            out["only_numbers_differ"] = 1.0
+    elif na or nb:
+        out["numbers_one"] = 1.0
+    if bool(_NEGATION.search(old)) != bool(_NEGATION.search(new)):
+        out["negation_flip"] = 1.0
+    for name, rx in _CUES.items():
+        if rx.search(new):  # a cue says little on its own: "from now on" opens most new rules
+            out[f"cue_{name}"] = 1.0
+            out[f"cue_{name}&shared={_bin(len(shared))}"] = 1.0
+    if _CJK.search(new):
+        out["zh"] = 1.0
+    return out
+
+
+class ReplacementClassifier(LinearModel):
+    """The shipped pair model: :meth:`score` is the probability that a rule said after another
+    replaces it; a pair is a replacement from its language's threshold (Chinese when the new
+    rule has Han characters, English otherwise), or ``threshold``."""
+
+    def __init__(self, model: dict[str, Any] | None = None, *, threshold: float | None = None) -> None:
+        super().__init__(REPLACEMENTS_FILE, model, threshold=threshold)
+
+    def score(self, old: str, new: str) -> float:
+        """Probability that ``new`` replaces ``old``."""
+        return self.probability(pair_features(old, new))
+
+    def replaces(self, old: str, new: str) -> bool:
+        """Whether ``new`` replaces ``old``: they share a word (or a Chinese character pair),
+        and the pair scores its language's threshold."""
+        if not _terms(old) & _terms(new):
+            return False
+        return self.score(old, new) >= self.thresholds["zh" if _CJK.search(new) else "en"]
+
+
+@functools.lru_cache(maxsize=1)
+def default_replacement_classifier() -> ReplacementClassifier:
+    """The shipped replacement classifier, loaded once per process."""
+    return ReplacementClassifier()

@@ -1,0 +1,119 @@
+"""A rule that replaces an earlier one supersedes it; rules on the same matter that hold
+together both stay (memos.text.replacements, the cold tier)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.replacements import evaluate, load_pairs
+from memos.text.replacements import ReplacementClassifier, new_terms, pair_features
+from tests.test_rules import use_rule_model
+
+RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "replacements.json"
+
+
+def pinned(mem) -> list[str]:
+    return [f.value for f in mem.facts() if f.pinned]
+
+
+def test_the_pairs_are_labelled_and_split_in_both_languages():
+    rows = load_pairs()
+    assert len({(r["old"], r["new"]) for r in rows}) == len(rows)
+    for lang in ("en", "zh"):
+        for split in ("train", "test"):
+            assert {r["label"] for r in rows if r["lang"] == lang and r["split"] == split} == {"replaces", "keeps"}
+    keeps = {r["category"] for r in rows if r["label"] == "keeps"}
+    assert {"aspect", "window", "also", "scope", "cue"} <= keeps  # the hard negatives: same matter, both hold
+
+
+def test_recorded_results_are_those_of_the_shipped_weights():
+    recorded = json.loads(RESULTS.read_text())
+    now = evaluate()
+    assert recorded["results"] == now["results"]
+    assert recorded["params"]["thresholds"] == ReplacementClassifier().thresholds
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_held_back_pairs_are_replaced_with_no_false_replacement(lang):
+    # precision first: a false replacement takes a rule in force out of the pinned section
+    # (recorded: en 1.000 / 0.714, zh 1.000 / 0.300)
+    r = evaluate()["results"][f"test/{lang}"]
+    assert r["false_positives"] == 0
+    assert r["recall"] >= (0.6 if lang == "en" else 0.25)
+
+
+def test_a_word_of_change_alone_makes_no_replacement():
+    clf = ReplacementClassifier()
+    assert not clf.replaces("Always reply in Spanish.", "From now on, keep your replies short.")
+    assert not clf.replaces("我吃素。", "以后回复都简短一点。")
+    assert "cue_change" in pair_features("Always reply in Spanish.", "From now on, keep your replies short.")
+    assert new_terms("Never book red-eye flights.", "Red-eye flights are fine for me now.") == frozenset()
+
+
+@pytest.mark.parametrize("model", ["minilm", "ngrams"])
+@pytest.mark.parametrize(("old", "new"), [
+    ("Always answer me in English.", "From now on, answer me in Italian instead."),
+    ("My train budget is at most 90 euros a trip.", "From now on, my train budget is at most 120 euros a trip."),
+    ("酒店每晚不超过六百元。", "酒店改成每晚不超过九百元。"),
+])
+def test_a_rule_that_replaces_an_earlier_one_supersedes_it(model, old, new, monkeypatch, make_memory):
+    # none of these pairs is in replacements.tsv
+    use_rule_model(model, monkeypatch)
+    mem = make_memory(session="replaced", budget=4096)
+    mem.add([{"role": "user", "content": old}, {"role": "assistant", "content": "Noted."}])
+    assert pinned(mem) == [old]
+    mem.add([{"role": "user", "content": new}, {"role": "assistant", "content": "OK."}])
+    assert pinned(mem) == [new]
+    rules = {f.value: f for f in mem.facts(include_history=True) if f.kind == "constraint"}
+    assert rules[old].status == "superseded" and rules[old].superseded_by == rules[new].id
+    assert old not in [f.value for f in mem.facts()]  # nor an identifier read from it ("90 euros")
+    section = next(m["content"] for m in mem.context() if m["content"].startswith("[memory: pinned]"))
+    assert old not in section and new in section
+
+
+@pytest.mark.parametrize("model", ["minilm", "ngrams"])
+@pytest.mark.parametrize(("old", "new"), [
+    ("Always answer me in English.", "From now on, keep every answer under 200 words."),
+    ("Never book me on flights before 8am.", "Never book me on flights after 11pm either."),
+    ("Never book hotels without a gym.", "From now on, hotels also need free cancellation."),
+    ("会议一律安排在下午。", "以后会议都不要超过一个小时。"),
+])
+def test_rules_on_the_same_matter_that_hold_together_both_stay(model, old, new, monkeypatch, make_memory):
+    use_rule_model(model, monkeypatch)
+    mem = make_memory(session="both", budget=4096)
+    mem.add([{"role": "user", "content": old}, {"role": "assistant", "content": "Noted."}])
+    mem.add([{"role": "user", "content": new}, {"role": "assistant", "content": "OK."}])
+    assert pinned(mem) == [old, new]
+
+
+def test_a_rule_pinned_with_pin_is_the_applications_and_is_not_replaced(make_memory):
+    mem = make_memory(session="explicit", budget=4096)
+    mem.pin(text="Always answer me in English.")
+    mem.add([{"role": "user", "content": "From now on, answer me in Italian instead."}, {"role": "assistant", "content": "OK."}])
+    assert set(pinned(mem)) == {"Always answer me in English.", "From now on, answer me in Italian instead."}
+
+
+def test_a_rule_set_later_in_time_is_not_replaced_by_one_that_arrives_late(make_memory):
+    # a user message added with an older timestamp states the old value: the newer stays
+    mem = make_memory(session="late", budget=4096)
+    mem.add([{"role": "user", "content": "From now on, answer me in Italian instead."}, {"role": "assistant", "content": "OK."}])
+    newer = mem.facts()[0]
+    from memos.tiers.facts import FactCandidate, fact_key
+
+    old = "Always answer me in English."
+    mem.cold.apply([FactCandidate("constraint", fact_key("constraint", old), old, ("m0",), 0, pinned=True,
+                                   source_time=newer.valid_from - 3600)])
+    assert newer.value in pinned(mem)
+
+
+@pytest.mark.parametrize("model", ["minilm", "ngrams"])
+def test_a_revocation_that_names_the_new_value_sets_it(model, monkeypatch, make_memory):
+    # read more surely as a revocation than as a rule: it lifted the window seat and the aisle was lost
+    use_rule_model(model, monkeypatch)
+    mem = make_memory(session="aisle", budget=4096)
+    mem.add([{"role": "user", "content": "I prefer window seats."}, {"role": "assistant", "content": "Noted."}])
+    mem.add([{"role": "user", "content": "I prefer aisle seats now."}, {"role": "assistant", "content": "OK."}])
+    assert pinned(mem) == ["I prefer aisle seats now."]
