@@ -117,3 +117,15 @@ def test_a_revocation_that_names_the_new_value_sets_it(model, monkeypatch, make_
     mem.add([{"role": "user", "content": "I prefer window seats."}, {"role": "assistant", "content": "Noted."}])
     mem.add([{"role": "user", "content": "I prefer aisle seats now."}, {"role": "assistant", "content": "OK."}])
     assert pinned(mem) == ["I prefer aisle seats now."]
+
+
+def test_a_rule_replaced_in_a_later_session_is_replaced_in_every_session(make_memory):
+    # rules belong to the user: the first chat's prompt shows the rule set in the second
+    first = make_memory(session="monday", user="ines", budget=4096)
+    first.add([{"role": "user", "content": "Always answer me in English."}, {"role": "assistant", "content": "Noted."}])
+    second = make_memory(session="tuesday", user="ines", budget=4096)
+    second.add([{"role": "user", "content": "From now on, answer me in Italian instead."},
+                {"role": "assistant", "content": "OK."}])
+    first.add({"role": "user", "content": "Where were we?"})
+    section = next(m["content"] for m in first.context() if m["content"].startswith("[memory: pinned]"))
+    assert "answer me in Italian" in section and "answer me in English" not in section
