@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.replacements import evaluate, load_pairs
-from memos.text.replacements import ReplacementClassifier, new_terms, pair_features
+from memos.text.replacements import MAX_TERMS, ReplacementClassifier, _terms, new_terms, pair_features
 from tests.test_rules import use_rule_model
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "replacements.json"
@@ -27,6 +27,15 @@ def test_the_pairs_are_labelled_and_split_in_both_languages():
             assert {r["label"] for r in rows if r["lang"] == lang and r["split"] == split} == {"replaces", "keeps"}
     keeps = {r["category"] for r in rows if r["label"] == "keeps"}
     assert {"aspect", "window", "also", "scope", "cue"} <= keeps  # the hard negatives: same matter, both hold
+
+
+def test_rules_longer_than_any_the_model_was_fitted_on_are_not_judged():
+    rows = load_pairs()
+    assert MAX_TERMS == max(len(_terms(r[side])) for r in rows for side in ("old", "new"))
+    old = ("Always carry a piece of reality as it is perceived by the artist or the author, whatever the theme, "
+           "the object, the period, the audience or the medium of the painting, sculpture or novel.")
+    new = "From now on, " + old[0].lower() + old[1:]
+    assert len(_terms(new)) > MAX_TERMS and not ReplacementClassifier().replaces(old, new)
 
 
 def test_recorded_results_are_those_of_the_shipped_weights():

@@ -29,9 +29,14 @@ from .linear import LinearModel
 from .rules import _CJK
 from .terms import content_terms
 
-__all__ = ["REPLACEMENTS_FILE", "ReplacementClassifier", "default_replacement_classifier", "new_terms", "pair_features"]
+__all__ = ["MAX_TERMS", "REPLACEMENTS_FILE", "ReplacementClassifier", "default_replacement_classifier", "new_terms",
+           "pair_features"]
 
 REPLACEMENTS_FILE = Path(__file__).with_name("replacements_model.json.gz")
+# The most words (or Chinese character pairs) a rule of the pairs the model was fitted on has:
+# longer ones, mostly pasted text ("other ways to say Works of art, regardless of their theme
+# ...", said twice among PrefEval's filler prompts), are no pairs it knows, and it does not judge them.
+MAX_TERMS = 12
 
 # closed-class cues of the new rule, by what they say about the old one
 _CUES = {
@@ -110,8 +115,9 @@ class ReplacementClassifier(LinearModel):
 
     def replaces(self, old: str, new: str) -> bool:
         """Whether ``new`` replaces ``old``: they share a word (or a Chinese character pair),
-        and the pair scores its language's threshold."""
-        if not _terms(old) & _terms(new):
+        neither has more than :data:`MAX_TERMS`, and the pair scores its language's threshold."""
+        a, b = _terms(old), _terms(new)
+        if not a & b or len(a) > MAX_TERMS or len(b) > MAX_TERMS:
             return False
         return self.score(old, new) >= self.thresholds["zh" if _CJK.search(new) else "en"]
 
