@@ -4,12 +4,18 @@ together both stay (memos.text.replacements, the cold tier)."""
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from benchmarks.replacements import evaluate, load_pairs
+from memos.store import Store
 from memos.text.replacements import MAX_TERMS, ReplacementClassifier, _terms, new_terms, pair_features
+from memos.tiers.cold import ColdTier, FactCandidate
+from memos.tiers.facts import fact_key
 from tests.test_rules import use_rule_model
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "replacements.json"
@@ -110,8 +116,6 @@ def test_a_rule_set_later_in_time_is_not_replaced_by_one_that_arrives_late(make_
     mem = make_memory(session="late", budget=4096)
     mem.add([{"role": "user", "content": "From now on, answer me in Italian instead."}, {"role": "assistant", "content": "OK."}])
     newer = mem.facts()[0]
-    from memos.tiers.facts import FactCandidate, fact_key
-
     old = "Always answer me in English."
     mem.cold.apply([FactCandidate("constraint", fact_key("constraint", old), old, ("m0",), 0, pinned=True,
                                    source_time=newer.valid_from - 3600)])
@@ -138,3 +142,35 @@ def test_a_rule_replaced_in_a_later_session_is_replaced_in_every_session(make_me
     first.add({"role": "user", "content": "Where were we?"})
     section = next(m["content"] for m in first.context() if m["content"].startswith("[memory: pinned]"))
     assert "answer me in Italian" in section and "answer me in English" not in section
+
+
+# rules of a few matters, several wordings each: a sequence of them exercises replacements,
+# rules that hold together and restatements
+POOL = [
+    "Always answer me in English.", "From now on, answer me in Italian instead.", "Answer me in French from now on.",
+    "Keep every answer under 200 words.", "My train budget is at most 90 euros a trip.",
+    "From now on, my train budget is at most 120 euros a trip.", "Never book me on flights before 8am.",
+    "Never book me on flights after 11pm either.", "Book economy class only.", "Book business class from now on.",
+    "酒店每晚不超过六百元。", "酒店改成每晚不超过九百元。", "会议一律安排在下午。", "以后会议都不要超过一个小时。",
+]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.sampled_from(POOL), st.booleans()), min_size=1, max_size=12))
+def test_replacements_never_take_an_explicit_pin_and_each_rule_replaces_at_most_one(store, said):
+    engine = Store(store).engine
+    cold = ColdTier(engine, f"prop/{uuid.uuid4().hex}")
+    for seq, (text, explicit) in enumerate(said):
+        cold.apply([FactCandidate("constraint", fact_key("constraint", text), text, (f"m{seq}",), seq, pinned=True,
+                                  origin="explicit" if explicit else "classifier", source_time=1_000_000.0 + seq)])
+    facts = cold.facts(include_history=True)
+    by_id = {f.id: f for f in facts}
+    replaced = [f for f in facts if f.status == "superseded" and by_id.get(f.superseded_by) is not None
+                and by_id[f.superseded_by].kind == "constraint"]
+    assert all(f.origin != "explicit" for f in replaced)  # what the application pinned stays
+    assert all(by_id[f.superseded_by].origin != "explicit" for f in replaced)  # and replaces nothing
+    assert all(f.valid_from <= by_id[f.superseded_by].valid_from for f in replaced)  # only by a later rule
+    by = [f.superseded_by for f in replaced]
+    assert len(by) == len(set(by))  # a new rule replaces at most one
+    current = {f.key for f in facts if f.status == "current"}
+    assert {fact_key("constraint", t) for t, _ in said} <= current | {f.key for f in replaced}  # nothing else is lost
