@@ -69,9 +69,13 @@ def _bin(n: int) -> str:
     return str(min(n, 3))
 
 
-@functools.lru_cache(maxsize=4096)
 def pair_features(old: str, new: str) -> dict[str, float]:
     """The features the replacement model reads for the rule ``new`` said after ``old``."""
+    return dict(_pair_features(old, new))
+
+
+@functools.lru_cache(maxsize=4096)  # a new rule is scored against every current rule
+def _pair_features(old: str, new: str) -> tuple[tuple[str, float], ...]:
     a, b = _terms(old), _terms(new)
     shared = a & b
     union = a | b
@@ -98,7 +102,7 @@ def pair_features(old: str, new: str) -> dict[str, float]:
             out[f"cue_{name}&shared={_bin(len(shared))}"] = 1.0
     if _CJK.search(new):
         out["zh"] = 1.0
-    return out
+    return tuple(out.items())
 
 
 class ReplacementClassifier(LinearModel):
