@@ -36,7 +36,7 @@ def test_the_pairs_are_labelled_and_split_in_both_languages():
 
 
 def test_rules_longer_than_any_the_model_was_fitted_on_are_not_judged():
-    rows = load_pairs()
+    rows = [r for r in load_pairs() if r["split"] == "train"]  # the pairs it was fitted on
     assert MAX_TERMS == max(len(_terms(r[side])) for r in rows for side in ("old", "new"))
     old = ("Always carry a piece of reality as it is perceived by the artist or the author, whatever the theme, "
            "the object, the period, the audience or the medium of the painting, sculpture or novel.")
