@@ -64,7 +64,7 @@ def test_a_word_of_change_alone_makes_no_replacement():
     clf = ReplacementClassifier()
     assert not clf.replaces("Always reply in Spanish.", "From now on, keep your replies short.")
     assert not clf.replaces("我吃素。", "以后回复都简短一点。")
-    assert "cue_change" in pair_features("Always reply in Spanish.", "From now on, keep your replies short.")
+    assert "cue_time" in pair_features("Always reply in Spanish.", "From now on, keep your replies short.")
     assert new_terms("Never book red-eye flights.", "Red-eye flights are fine for me now.") == frozenset()
 
 

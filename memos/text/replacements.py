@@ -7,8 +7,9 @@ leave the model to guess. As for rules and revocations (:mod:`memos.text.rules`,
 :mod:`memos.text.revocations`), this is a measured classifier, not a phrase list: a logistic
 regression over features of the pair (:func:`pair_features`): how many words the two share
 and how many each has that the other lacks, whether their numbers differ (or only their
-numbers), a negation in one and not the other, and closed-class cues in the new rule, of a
-change ("from now on", "instead", 改成, 以后) and of an addition ("either", "also", 也, 还).
+numbers), a negation in one and not the other, and closed-class cues in the new rule: of a
+change ("instead", "switch", 改, 换), of time ("from now on", "now", 以后, 现在), of an
+addition ("either", "also", 也, 还).
 
 Its weights ship with the package (``replacements_model.json.gz``), fitted by
 ``benchmarks/replacements.py`` on the *train* split of ``tests/data/rules/replacements.tsv``
@@ -40,8 +41,9 @@ MAX_TERMS = 12
 
 # closed-class cues of the new rule, by what they say about the old one
 _CUES = {
-    "change": re.compile(r"\b(?:from now on|going forward|now|instead|anymore|any more|no longer|actually|rather|"
-                         r"switch(?:ed)?|chang(?:e|ed)|make it|back (?:on|to))\b|改|换|现在|以后|不再|不用|而是|其实|又", re.I),
+    "change": re.compile(r"\b(?:instead|rather|switch(?:ed)?|chang(?:e|ed)|make it|back (?:on|to))\b|改|换|而是", re.I),
+    "time": re.compile(r"\b(?:from now on|going forward|now|anymore|any more|no longer|actually)\b|现在|以后|不再|不用|其实|又",
+                       re.I),
     "permit": re.compile(r"\b(?:is|are) (?:fine|ok|okay)\b|\bcan\b|也可以|可以了|就行", re.I),
     "also": re.compile(r"\b(?:either|too|also|as well|another)\b|也|还|另外", re.I),
     "scope": re.compile(r"\b(?:for|on|in|during|at night|when|if)\b|的话|的时候|工作日|周末|白天|晚上", re.I),
