@@ -159,9 +159,22 @@ class ContextAssembler:
                 used += cost
             else:
                 left_out.append(str(p.get("type")))
-        if left_out:
-            text += f" [memos: {', '.join(left_out)} part(s) left out; in the memory log as message {message_id}]"
-        return ([{"type": "text", "text": self.counter.clip(text, max(0, room - used), marker)}] if text else []) + kept
+        if not text and not left_out:
+            return kept
+        # the user's words come before the note on what was left out: the note names the
+        # message when there is room, else only what was left out (the clip marker names it)
+        named = f" [memos: {', '.join(left_out)} part(s) left out; in the memory log as message {message_id}]"
+        short = f" [memos: {', '.join(left_out)} part(s) left out]"
+        notes = [named, short, ""] if left_out else [""]
+        rest = room - used
+        words = self.counter.count(text) if text else 0
+        note = next((n for n in notes if words + self.counter.count(n) <= rest), None)
+        if note is not None:
+            body = text + note
+        else:
+            note = short if left_out and self.counter.count(short) < rest // 2 else ""
+            body = self.counter.clip(text, max(0, rest - self.counter.count(note)), marker) + note
+        return [{"type": "text", "text": body.strip()}] + kept
 
     def render_unit(self, unit: Unit, names: dict[str, str]) -> list[tuple[dict[str, Any], int]]:
         cap = self.message_cap(len(unit.messages))

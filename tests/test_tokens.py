@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 
+from memos import MemosSettings
 from memos.tokens import IMAGE_TOKENS, IMAGE_TOKENS_LOW, PER_MESSAGE, REPLY_PRIMING, TokenCounter
 from tests.conftest import tool_chain, user
 
@@ -79,6 +80,25 @@ def test_an_image_that_cannot_fit_is_named_in_the_text_and_kept_in_the_log(make_
     assert image not in sent and "image_url part(s) left out" in json.dumps(sent)
     assert TokenCounter().count_messages(ctx) <= 512
     assert mem.history()[0].data["content"][1] == image
+
+
+def test_a_short_question_beside_an_image_that_cannot_fit_is_sent_whole(make_memory):
+    # a message of a unit gets the least room it can (48 tokens) when memos' own tool schemas
+    # are counted; the note on the image left out gives way before the user's words do
+    mem = make_memory(settings=MemosSettings(budget_tokens=500, hard_threshold=1.0, hot_target=0.1), tools=None)
+    mem.add(user("I never fly before 9am."))
+    mem.pin(mem.history()[0].id)
+    mem.context(tools=[])
+    question = "Which of these two flights leaves earlier, the one on the left or the right?"
+    mem.add({"role": "user", "content": [{"type": "text", "text": question}, _image("low")]})
+    mem.pin(mem.history()[1].id)
+    mem.context(tools=[])
+    for _ in range(12):
+        mem.add(user("Filler, again."))
+    ctx = mem.context(tools=[])
+    assert mem.stats().demotions == 0  # the pinned message is sent as a message, not a pinned line
+    assert question in json.dumps(ctx) and "image_url part(s) left out" in json.dumps(ctx)
+    assert TokenCounter().count_messages(ctx) <= 500
 
 
 def test_an_image_never_reaches_summaries_transcripts_or_the_archive_as_bytes(make_memory):
