@@ -31,8 +31,9 @@ from .messages import Message
 from .patterns import DECISION, FAILURE, find_identifiers, identifier_spans
 from .text.attributes import AttributeClassifier, default_attribute_classifier
 from .text.corrections import CorrectionClassifier, default_correction_classifier
+from .text.replacements import no_change_reason
 from .text.revocations import RevocationClassifier, default_revocation_classifier
-from .text.rules import RuleDetector, default_detector
+from .text.rules import RuleDetector, default_detector, has_words
 from .text.sentences import split_clauses, split_sentences, without_code
 from .tiers.cold import Fact, FactCandidate, Invalidation, fact_key
 
@@ -166,6 +167,12 @@ class RuleExtractor:
                                          holds_instead=found is not None and self._holds_instead(sentence, revocations)))
             elif found is not None:
                 cands.append(found)
+            elif m.role == "user" and has_words(sentence) and no_change_reason(sentence) is None:
+                # no rule by itself, it may change one ("Change the budget to $250."): the cold
+                # tier, which knows the rules in force, decides
+                body = " ".join(sentence.split())
+                cands.append(FactCandidate("constraint", fact_key("constraint", body), body, src, m.seq, pinned=True,
+                                           origin="classifier", revises=True))
             if rule is None and _SOFT_PREFERENCE.search(sentence) and not sentence.endswith(("?", "？")):
                 cands.append(FactCandidate("preference", fact_key("preference", sentence), sentence, src, m.seq,
                                            origin=self.name))

@@ -300,8 +300,14 @@ def test_rules_from_the_held_back_split_stay_in_every_later_prompt(case):
                     assert mem.counter.count_messages(ctx) + mem.counter.count_tools(mem.tools()) <= budget
                     pinned = next((m["content"] for m in ctx if PINNED_HEADER in str(m.get("content"))), "")
                     facts = " ".join(f.value for f in mem.facts())
+                    # a rule a later one replaced is no longer in force (the replacement classifier's
+                    # own measures, false replacements among the corpus's rules included, are in
+                    # benchmarks/results/replacements.json)
+                    replaced = {f.value for f in mem.facts(include_history=True) if f.status == "superseded"}
                     # every rule the detector caught is in the prompt, or past the cap: kept as a fact, the agent told
                     for r in detected:
+                        if r in replaced:
+                            continue
                         assert r in text_of(ctx) or ("more stated rule(s)" in pinned and r in facts), r
         finally:
             mem.close()

@@ -15,7 +15,7 @@ from benchmarks.replacements import evaluate, load_pairs
 from memos.store import Store
 from memos.text.replacements import MAX_TERMS, ReplacementClassifier, _terms, new_terms, pair_features
 from memos.tiers.cold import ColdTier, FactCandidate
-from memos.tiers.facts import fact_key
+from memos.tiers.facts import CHANGES, fact_key
 from tests.test_rules import use_rule_model
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "replacements.json"
@@ -144,6 +144,61 @@ def test_a_rule_replaced_in_a_later_session_is_replaced_in_every_session(make_me
     assert "answer me in Italian" in section and "answer me in English" not in section
 
 
+@pytest.mark.parametrize("model", ["minilm", "ngrams"])
+@pytest.mark.parametrize(("old", "change"), [
+    ("My taxi budget is at most 40 euros a ride.", "Change the taxi budget to 55 euros."),
+    ("Keep my phone calls under 20 minutes.", "Raise the phone call limit to 30 minutes."),
+    ("打车预算每次不超过50元。", "打车预算改成80元。"),
+])
+def test_a_sentence_that_changes_a_rules_quantity_changes_the_rule(model, old, change, monkeypatch, make_memory):
+    # none of these pairs is in replacements.tsv or revisions.tsv. A change that is no rule by
+    # itself is pinned with the rule it changed; one the detector takes for a rule replaces it
+    use_rule_model(model, monkeypatch)
+    mem = make_memory(session="revised", budget=4096)
+    mem.add([{"role": "user", "content": old}, {"role": "assistant", "content": "Noted."}])
+    mem.add([{"role": "user", "content": change}, {"role": "assistant", "content": "Done."}])
+    assert pinned(mem) in ([f"{change}{CHANGES}{old})"], [change])
+    rules = {f.key: f for f in mem.facts(include_history=True) if f.kind == "constraint"}
+    assert rules[fact_key("constraint", old)].status == "superseded"
+    assert old not in [f.value for f in mem.facts()]  # nor the identifier read from it ("40 euros")
+    section = next(m["content"] for m in mem.context() if m["content"].startswith("[memory: pinned]"))
+    assert f"- constraint: {old}" not in section and change in section
+
+
+@pytest.mark.parametrize("model", ["minilm", "ngrams"])
+@pytest.mark.parametrize("said", [
+    "Is 55 euros too much for a taxi to the airport?",  # a question
+    "My brother's taxi budget is 55 euros.",  # someone else's
+    "The taxi last night cost 55 euros.",  # a past event
+    "Book a taxi for tomorrow at 7, about 55 euros.",  # this one time
+    "Thanks for noting the taxi budget.",  # no quantity given anew
+])
+def test_a_sentence_with_the_rules_words_that_changes_nothing_leaves_the_rule(model, said, monkeypatch, make_memory):
+    use_rule_model(model, monkeypatch)
+    old = "My taxi budget is at most 40 euros a ride."
+    mem = make_memory(session="kept", budget=4096)
+    mem.add([{"role": "user", "content": old}, {"role": "assistant", "content": "Noted."}])
+    mem.add([{"role": "user", "content": said}, {"role": "assistant", "content": "OK."}])
+    assert pinned(mem) == [old]
+
+
+def test_a_change_of_a_change_names_the_rule_first_stated(make_memory):
+    old = "My taxi budget is at most 40 euros a ride."
+    mem = make_memory(session="chain", budget=4096)
+    for text in (old, "Change the taxi budget to 55 euros.", "Change the taxi budget to 60 euros."):
+        mem.add([{"role": "user", "content": text}, {"role": "assistant", "content": "OK."}])
+    assert pinned(mem) == [f"Change the taxi budget to 60 euros.{CHANGES}{old})"]
+
+
+def test_a_change_with_no_rule_in_force_or_of_an_explicit_pin_sets_nothing(make_memory):
+    mem = make_memory(session="nothing", budget=4096)
+    mem.add([{"role": "user", "content": "Change the taxi budget to 55 euros."}, {"role": "assistant", "content": "OK."}])
+    assert pinned(mem) == []
+    mem.pin(text="My taxi budget is at most 40 euros a ride.")  # the application's: it stays
+    mem.add([{"role": "user", "content": "Change the taxi budget to 70 euros."}, {"role": "assistant", "content": "OK."}])
+    assert pinned(mem) == ["My taxi budget is at most 40 euros a ride."]
+
+
 # rules of a few matters, several wordings each: a sequence of them exercises replacements,
 # rules that hold together and restatements
 POOL = [
@@ -155,14 +210,21 @@ POOL = [
 ]
 
 
+# sentences that are no rule by themselves and may change one of the rules above
+CHANGES_POOL = ["Change the train budget to 150 euros a trip.", "Make my train budget 100 euros instead.",
+                "Change the word limit to 300 words.", "酒店预算改成每晚一千元。"]
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.tuples(st.sampled_from(POOL), st.booleans()), min_size=1, max_size=12))
+@given(st.lists(st.tuples(st.sampled_from(POOL + CHANGES_POOL), st.booleans()), min_size=1, max_size=12))
 def test_replacements_never_take_an_explicit_pin_and_each_rule_replaces_at_most_one(store, said):
     engine = Store(store).engine
     cold = ColdTier(engine, f"prop/{uuid.uuid4().hex}")
     for seq, (text, explicit) in enumerate(said):
+        change = text in CHANGES_POOL
         cold.apply([FactCandidate("constraint", fact_key("constraint", text), text, (f"m{seq}",), seq, pinned=True,
-                                  origin="explicit" if explicit else "classifier", source_time=1_000_000.0 + seq)])
+                                  origin="explicit" if explicit and not change else "classifier",
+                                  source_time=1_000_000.0 + seq, revises=change)])
     facts = cold.facts(include_history=True)
     by_id = {f.id: f for f in facts}
     replaced = [f for f in facts if f.status == "superseded" and by_id.get(f.superseded_by) is not None
@@ -173,4 +235,8 @@ def test_replacements_never_take_an_explicit_pin_and_each_rule_replaces_at_most_
     by = [f.superseded_by for f in replaced]
     assert len(by) == len(set(by))  # a new rule replaces at most one
     current = {f.key for f in facts if f.status == "current"}
-    assert {fact_key("constraint", t) for t, _ in said} <= current | {f.key for f in replaced}  # nothing else is lost
+    rules = {fact_key("constraint", t) for t, _ in said if t not in CHANGES_POOL}
+    assert rules <= current | {f.key for f in replaced}  # nothing else is lost
+    for f in facts:  # a change is stored only as the change of a rule it took the place of
+        if f.key in {fact_key("constraint", t) for t in CHANGES_POOL} - rules:
+            assert CHANGES in f.value and any(g.superseded_by == f.id for g in replaced)

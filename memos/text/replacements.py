@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from .linear import LinearModel
-from .rules import _CJK
+from .rules import _CJK, _EN_CUES, _ZH_CUES, _ZH_KIN
 from .terms import content_terms
 
-__all__ = ["MAX_TERMS", "REPLACEMENTS_FILE", "ReplacementClassifier", "default_replacement_classifier", "new_terms",
-           "pair_features"]
+__all__ = ["MAX_TERMS", "REPLACEMENTS_FILE", "ReplacementClassifier", "changes_quantity", "default_replacement_classifier",
+           "new_terms", "no_change_reason", "pair_features"]
 
 REPLACEMENTS_FILE = Path(__file__).with_name("replacements_model.json.gz")
 # The most words (or Chinese character pairs) a rule of the pairs the model was fitted on has:
@@ -41,22 +41,49 @@ MAX_TERMS = 12
 
 # closed-class cues of the new rule, by what they say about the old one
 _CUES = {
-    "change": re.compile(r"\b(?:instead|rather|switch(?:ed)?|chang(?:e|ed)|make it|back (?:on|to))\b|改|换|而是", re.I),
+    "change": re.compile(r"\b(?:instead|switch(?:ed)?|chang(?:e|ed)|make (?:it|that|them)|back (?:on|to)|"
+                         r"raise|lower|increase|decrease|reduce|bump|move|push|update|adjust)\b|改|换|而是|提高|降|"
+                         r"调[到整成高低大小]|放宽|缩短|延长|挪", re.I),
     "time": re.compile(r"\b(?:from now on|going forward|now|anymore|any more|no longer|actually)\b|现在|以后|不再|不用|其实|又",
                        re.I),
     "permit": re.compile(r"\b(?:is|are) (?:fine|ok|okay)\b|\bcan\b|也可以|可以了|就行", re.I),
     "also": re.compile(r"\b(?:either|too|also|as well|another)\b|也|还|另外", re.I),
     "scope": re.compile(r"\b(?:for|on|in|during|at night|when|if)\b|的话|的时候|工作日|周末|白天|晚上", re.I),
 }
+# who or when the new sentence is about, read as the rule detector reads them: a sentence about
+# someone else ("My husband changed his seat to window."), past events or this one time ("Book
+# the direct flight at 4pm.") or a question changes no rule of the user's
+_ABOUT = {
+    "other": (re.compile(r"^(?:he|she|they|his|her|their|(?:my|our) (?:\w+ )?(?:sister|brother|mom|mother|dad|father|"
+                         r"parents|wife|husband|partner|boss|friend|kids?|son|daughter|colleague|manager|roommate|"
+                         r"neighbou?r|aunt|uncle|cousin|grand\w+)s?\b|[A-Z][a-z]+ (?:has|had|changed|switched|moved))\b", re.I),
+              re.compile(rf"^(?:他|她|他们|她们|(?:我|我的|我们的?|我家)?(?:{_ZH_KIN}))")),
+    "past": (re.compile(_EN_CUES["past"], re.I), re.compile(_ZH_CUES["past"])),
+    # the rule detector's one-off cues less "now" and "at <time>": "Bedtime is 8:30 now." and
+    # "Send the summary at 8:30 instead." change a rule's time
+    "oneoff": (re.compile(r"\b(?:tonight|today|tomorrow|this (?:time|once|week|weekend|trip|one|order|purchase|bill|"
+                          r"month|morning|evening)|just this once|right now|for now|next (?:monday|tuesday|wednesday|"
+                          r"thursday|friday|saturday|sunday|weekend))\b", re.I),
+               re.compile(r"今晚|今天|明天|这次|这一次|就这一次|这一单|这单|下周[一二三四五六日]|先别|再")),
+}
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*|[零一二两三四五六七八九十百千万半]+")
+_QUANTITY = re.compile(r"\d|[两三四五六七八九十百千万半]")
 _NEGATION = re.compile(r"\b(?:no|not|never|don't|do not|avoid|without|nothing)\b|[不别没勿禁]", re.I)
+
+
+# the words that mark a sentence as a rule ("always", "only", "must", 都要, 一律, 每次) are the
+# rule detector's cues, not the matter of the rule: two rules sharing only them share nothing
+_RULE_WORDS = (re.compile(f"{_EN_CUES['general']}|{_EN_CUES['standing']}", re.I),
+               re.compile(f"{_ZH_CUES['general']}|{_ZH_CUES['standing']}"))
 
 
 def _terms(text: str) -> frozenset[str]:
     plain = text
-    for rx in _CUES.values():
+    for rx in (*_CUES.values(), *_RULE_WORDS):
         plain = rx.sub(" ", plain)
-    return frozenset(t for t in content_terms(_NUMBER.sub(" ", plain), parts=True))
+    # a negation is no matter of a rule ("不要推荐快餐。" and "对外的消息里不要提到并购的事。" share
+    # none): whether one rule has it and the other not is a feature of its own
+    return frozenset(t for t in content_terms(_NEGATION.sub(" ", _NUMBER.sub(" ", plain)), parts=True))
 
 
 def new_terms(old: str, new: str) -> frozenset[str]:
@@ -107,6 +134,25 @@ def _pair_features(old: str, new: str) -> tuple[tuple[str, float], ...]:
     return tuple(out.items())
 
 
+def no_change_reason(sentence: str) -> str | None:
+    """Why ``sentence``, which states no rule by itself, changes no rule of the user's
+    whatever words it shares with one: it asks, it is about someone else, a past event or
+    this one time (the rule detector's closed-class cues), or it names no quantity;
+    ``None`` when none of these holds."""
+    if sentence.rstrip().endswith(("?", "？")):
+        return "question"
+    if not _QUANTITY.search(sentence):
+        return "no quantity"
+    zh = bool(_CJK.search(sentence))
+    return next((name for name, (en_rx, zh_rx) in _ABOUT.items() if (zh_rx if zh else en_rx).search(sentence)), None)
+
+
+def changes_quantity(old: str, new: str) -> bool:
+    """Whether ``new`` gives a quantity of ``old``'s anew: both name one, and not the same."""
+    a, b = set(_NUMBER.findall(old)), set(_NUMBER.findall(new))
+    return bool(a and b and a != b)
+
+
 class ReplacementClassifier(LinearModel):
     """The shipped pair model: :meth:`score` is the probability that a rule said after another
     replaces it; a pair is a replacement from its language's threshold (Chinese when the new
@@ -126,6 +172,13 @@ class ReplacementClassifier(LinearModel):
         if not a & b or len(a) > MAX_TERMS or len(b) > MAX_TERMS:
             return False
         return self.score(old, new) >= self.thresholds["zh" if _CJK.search(new) else "en"]
+
+    def revises(self, old: str, new: str) -> bool:
+        """Whether ``new``, a sentence that states no rule by itself, changes the rule ``old``
+        ("Change the budget to $250." after "My hotel budget is at most $180 per night."): it
+        is not ruled out by :func:`no_change_reason`, gives one of ``old``'s quantities anew
+        (:func:`changes_quantity`), and the pair is a replacement (:meth:`replaces`)."""
+        return no_change_reason(new) is None and changes_quantity(old, new) and self.replaces(old, new)
 
 
 @functools.lru_cache(maxsize=1)

@@ -29,6 +29,7 @@ from ..text.replacements import ReplacementClassifier, default_replacement_class
 from ..text.search import KeywordIndex
 from ..text.terms import content_terms
 from .facts import (
+    CHANGES,
     CORRECTION_WINDOW,
     FACT_KINDS,
     RULE_KINDS,
@@ -46,6 +47,7 @@ from .facts import (
     fact_log,
     key_family,
     normalize,
+    rule_statement,
 )
 
 __all__ = [
@@ -122,6 +124,13 @@ class ColdTier:
                 rule = inv.otherwise
                 candidates.append(rule if rule.source_time else replace(rule, source_time=inv.source_time))
         for cand in candidates:
+            revised = None
+            if cand.revises:
+                revised = self._revised(session, cand, now)
+                if revised is None:
+                    continue
+                cand = replace(cand, kind=revised.kind, pinned=revised.pinned, revises=False,
+                               value=f"{cand.value}{CHANGES}{rule_statement(revised.value)})")
             corrected = self._corrected(session, cand) if cand.corrects else None
             keyed = corrected is not None and (corrected.kind == "fact" or corrected.key == "address")
             if keyed and corrected is not None:  # filed under its key; an identifier's key is its bare value
@@ -132,7 +141,9 @@ class ColdTier:
                 continue
             change = self._apply_one(session, cand, now)
             changes.append(change)
-            if (change.op is FactOp.ADD and change.fact.status == "current" and change.fact.kind in RULE_KINDS
+            if revised is not None and change.op is FactOp.ADD and change.fact.status == "current":
+                changes.extend(self._supersede_rule(session, revised, change.fact))
+            elif (change.op is FactOp.ADD and change.fact.status == "current" and change.fact.kind in RULE_KINDS
                     and change.fact.origin != "explicit"):
                 changes.extend(self._replaced(session, change.fact))
             if corrected is not None and not keyed and corrected.id != change.fact.id:  # a bare identifier
@@ -231,18 +242,34 @@ class ColdTier:
         "Always reply in English."), superseded by it: of the current rules set before it that
         the replacement classifier takes for replaced, the one it scores highest, with the
         identifiers read from it. A rule pinned with ``pin()`` is the application's, and stays."""
+        old = self._replaceable(s, rule.key, rule.valid_from, rule.source_ids, rule.id)
+        return [] if old is None else self._supersede_rule(s, old, rule)
+
+    def _revised(self, s: Session, cand: FactCandidate, now: float) -> Fact | None:
+        """The rule in force a sentence that is no rule by itself changes ("Change the budget
+        to $250."), if the replacement classifier takes it for replaced."""
+        when = cand.source_time if 0 < cand.source_time <= now else now
+        return self._replaceable(s, cand.key, when, json.dumps(list(cand.source_ids)), None, revision=True)
+
+    def _replaceable(self, s: Session, key: str, when: float, source_ids: str, rule_id: int | None, *,
+                     revision: bool = False) -> Fact | None:
+        """Of the current rules set at or before ``when``, by other messages and not with
+        ``pin()``, the one the replacement classifier takes the rule keyed ``key`` for replacing
+        (with ``revision``, ``key`` states no rule by itself: for changing), its highest score;
+        ``None`` when there is none."""
         clf = self.replacements or default_replacement_classifier()
         rows = s.exec(select(Fact).where(Fact.namespace == self.namespace, Fact.status == "current",
-                                         col(Fact.kind).in_(RULE_KINDS), Fact.key != rule.key)).all()
+                                         col(Fact.kind).in_(RULE_KINDS), Fact.key != key)).all()
         # judged on the keys, the sentences that state the rules (a short message's rules each
         # hold the whole message); rules of one message hold together
-        found = [(clf.score(r.key, rule.key), r) for r in rows
-                 if r.id != rule.id and r.origin != "explicit" and r.valid_from <= rule.valid_from
-                 and r.source_ids != rule.source_ids and clf.replaces(r.key, rule.key)]
-        if not found:
-            return []
-        old = max(found, key=lambda f: (f[0], f[1].id or 0))[1]
-        # the identifiers read from the old rule ("90 euros") go with it: no current row gives it
+        found = [(clf.score(r.key, key), r) for r in rows
+                 if r.id != rule_id and r.origin != "explicit" and r.valid_from <= when
+                 and r.source_ids != source_ids and (clf.revises(r.key, key) if revision else clf.replaces(r.key, key))]
+        return max(found, key=lambda f: (f[0], f[1].id or 0))[1] if found else None
+
+    def _supersede_rule(self, s: Session, old: Fact, rule: Fact) -> list[FactChange]:
+        """``old`` superseded by ``rule``, with the identifiers read from it ("90 euros"): no
+        current row gives it."""
         stale = s.exec(select(Fact).where(Fact.namespace == self.namespace, Fact.kind == "identifier",
                                           Fact.status == "current", Fact.value == old.value)).all()
         return [self._supersede(s, row, rule) for row in (old, *stale)]

@@ -31,6 +31,17 @@ RULE_KINDS = ("constraint", "preference")
 SLOT_KINDS = ("fact", "identifier")
 # How far back, in messages, a correction that names no key looks for the value it corrects.
 CORRECTION_WINDOW = 20
+# A rule set by a sentence that changes another ("Change the budget to $250.") is stored as
+# that sentence, then this, then the rule it changed and ")": the change alone does not say
+# what the budget is for.
+CHANGES = " (changing the rule: "
+
+
+def rule_statement(value: str) -> str:
+    """The rule a stored rule first stated: a rule set by changing another holds the one it
+    changed (:data:`CHANGES`), and a change of a change names that first one."""
+    i = value.find(CHANGES)
+    return value[i + len(CHANGES):-1] if i >= 0 and value.endswith(")") else value
 
 
 class FactBase(MemosModel):
@@ -142,6 +153,10 @@ class FactCandidate:
     # session (0: unknown; the window is then counted in seq numbers, which start over in
     # each session, so a value from another session with a low seq would fall in it)
     window_from: float = 0.0
+    # no rule by itself, the sentence may change one in force ("Change the budget to $250." after
+    # "My hotel budget is at most $180 per night."): applied only when the cold tier finds the
+    # rule it replaces, and then as a rule of that rule's kind
+    revises: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in FACT_KINDS:
