@@ -188,6 +188,10 @@ def test_a_change_of_a_change_names_the_rule_first_stated(make_memory):
     for text in (old, "Change the taxi budget to 55 euros.", "Change the taxi budget to 60 euros."):
         mem.add([{"role": "user", "content": text}, {"role": "assistant", "content": "OK."}])
     assert pinned(mem) == [f"Change the taxi budget to 60 euros.{CHANGES}{old})"]
+    # judged against the rule first stated too: this one shares more with it than with the change
+    latest = "Taxi budget: 70 euros a ride."
+    mem.add([{"role": "user", "content": latest}, {"role": "assistant", "content": "OK."}])
+    assert pinned(mem) == [f"{latest}{CHANGES}{old})"]
 
 
 def test_a_change_with_no_rule_in_force_or_of_an_explicit_pin_sets_nothing(make_memory):

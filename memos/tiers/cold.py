@@ -262,9 +262,17 @@ class ColdTier:
                                          col(Fact.kind).in_(RULE_KINDS), Fact.key != key)).all()
         # judged on the keys, the sentences that state the rules (a short message's rules each
         # hold the whole message); rules of one message hold together
-        found = [(clf.score(r.key, key), r) for r in rows
-                 if r.id != rule_id and r.origin != "explicit" and r.valid_from <= when
-                 and r.source_ids != source_ids and (clf.revises(r.key, key) if revision else clf.replaces(r.key, key))]
+        judge = clf.revises if revision else clf.replaces
+        found = []
+        for r in rows:
+            if r.id == rule_id or r.origin == "explicit" or r.valid_from > when or r.source_ids == source_ids:
+                continue
+            # a rule set by a change is judged as the change and as the rule first stated ("Make
+            # the hotel budget $200." after "Change the budget to $220." for "My hotel budget is …")
+            olds = [r.key] + ([fact_key(r.kind, rule_statement(r.value))] if CHANGES in r.value else [])
+            scores = [clf.score(old, key) for old in olds if judge(old, key)]
+            if scores:
+                found.append((max(scores), r))
         return max(found, key=lambda f: (f[0], f[1].id or 0))[1] if found else None
 
     def _supersede_rule(self, s: Session, old: Fact, rule: Fact) -> list[FactChange]:
