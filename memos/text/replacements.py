@@ -77,6 +77,7 @@ _RULE_WORDS = (re.compile(f"{_EN_CUES['general']}|{_EN_CUES['standing']}", re.I)
                re.compile(f"{_ZH_CUES['general']}|{_ZH_CUES['standing']}"))
 
 
+@functools.lru_cache(maxsize=4096)  # each rule in force is read again for every new one
 def _terms(text: str) -> frozenset[str]:
     plain = text
     for rx in (*_CUES.values(), *_RULE_WORDS):
