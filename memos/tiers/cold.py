@@ -42,6 +42,7 @@ from .facts import (
     ForgetRecord,
     Invalidation,
     _digest,
+    changed_rule,
     decide,
     fact_key,
     fact_log,
@@ -130,7 +131,7 @@ class ColdTier:
                 if revised is None:
                     continue
                 cand = replace(cand, kind=revised.kind, pinned=revised.pinned, revises=False,
-                               value=f"{cand.value}{CHANGES}{rule_statement(revised.value)})")
+                               value=changed_rule(cand.value, revised.value))
             corrected = self._corrected(session, cand) if cand.corrects else None
             keyed = corrected is not None and (corrected.kind == "fact" or corrected.key == "address")
             if keyed and corrected is not None:  # filed under its key; an identifier's key is its bare value

@@ -37,6 +37,12 @@ CORRECTION_WINDOW = 20
 CHANGES = " (changing the rule: "
 
 
+def changed_rule(change: str, old: str) -> str:
+    """The value of the rule set by ``change``, a sentence that changes the rule stored as
+    ``old``: the change, then the rule first stated (:func:`rule_statement`)."""
+    return f"{change}{CHANGES}{rule_statement(old)})"
+
+
 def rule_statement(value: str) -> str:
     """The rule a stored rule first stated: a rule set by changing another holds the one it
     changed (:data:`CHANGES`), and a change of a change names that first one."""
