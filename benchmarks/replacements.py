@@ -14,7 +14,10 @@ opening with "from now on" / 以后, additions with "either" / 也, rules scoped
 and picks each language's threshold by 5-fold cross-validation there: the lowest score at
 which precision reaches ``PRECISION``. ``evaluate`` measures the shipped weights per language
 and split (test is held back; holdout, 60 pairs in new wordings written after the weights were
-fitted, is never used to fit or choose anything) and lists the held-back pairs it gets wrong.
+fitted, is never used to fit or choose anything; holdout2, 40 pairs that give a setting, "Set
+the focus timer to 45 minutes." after "Use a 25-minute focus timer.", or one beside the rule,
+written before the weights learned that form and never fitted on) and lists the held-back
+pairs it gets wrong.
 
 It also measures the revision path (:meth:`ReplacementClassifier.revises`) on
 ``tests/data/rules/revisions.tsv``: a rule, then a sentence that states no rule by itself and
@@ -80,7 +83,7 @@ def evaluate(classifier: ReplacementClassifier | None = None) -> dict[str, Any]:
     clf = classifier or ReplacementClassifier()
     pairs = load_pairs()
     results: dict[str, Any] = {}
-    for split in ("train", "test", "holdout"):
+    for split in ("train", "test", "holdout", "holdout2"):
         for lang in ("en", "zh"):
             rows = [r for r in pairs if r["split"] == split and r["lang"] == lang]
             results[f"{split}/{lang}"] = _rates([r["label"] == "replaces" for r in rows],

@@ -15,7 +15,7 @@ from benchmarks.replacements import evaluate, load_pairs
 from memos.store import Store
 from memos.text.replacements import MAX_TERMS, ReplacementClassifier, _terms, new_terms, pair_features
 from memos.tiers.cold import ColdTier, FactCandidate
-from memos.tiers.facts import CHANGES, fact_key
+from memos.tiers.facts import CHANGES, fact_key, rule_said
 from tests.test_rules import use_rule_model
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "replacements.json"
@@ -163,6 +163,25 @@ def test_a_sentence_that_changes_a_rules_quantity_changes_the_rule(model, old, c
     assert old not in [f.value for f in mem.facts()]  # nor the identifier read from it ("40 euros")
     section = next(m["content"] for m in mem.context() if m["content"].startswith("[memory: pinned]"))
     assert f"- constraint: {old}" not in section and change in section
+
+
+@pytest.mark.parametrize("model", ["minilm", "ngrams"])
+@pytest.mark.parametrize(("old", "change", "gone"), [
+    ("My parking budget is at most 15 euros a day.", "Set my parking budget to 20 euros a day.", "15 euros"),
+    ("停车预算每天不超过30元。", "把停车预算设成每天40元。", "30元"),
+])
+def test_a_setting_given_anew_replaces_the_rule_and_what_was_read_from_it(model, old, change, gone, monkeypatch,
+                                                                        make_memory):
+    # not in replacements.tsv: "set" names no matter of its own, and the setting the change
+    # names is the old rule's; the facts read from the old message with its quantity go too
+    use_rule_model(model, monkeypatch)
+    mem = make_memory(session="set", budget=4096)
+    mem.add([{"role": "user", "content": old}, {"role": "assistant", "content": "Noted."}])
+    mem.add([{"role": "user", "content": change}, {"role": "assistant", "content": "Done."}])
+    assert pinned(mem) in ([f"{change}{CHANGES}{old})"], [change])
+    assert not [f for f in mem.facts() if gone in rule_said(f.value)]
+    context = "\n".join(m["content"] for m in mem.context() if m["role"] == "system")
+    assert change in context and f"constraint: {old}" not in context
 
 
 @pytest.mark.parametrize("model", ["minilm", "ngrams"])

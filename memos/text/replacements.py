@@ -9,7 +9,8 @@ regression over features of the pair (:func:`pair_features`): how many words the
 and how many each has that the other lacks, whether their numbers differ (or only their
 numbers), a negation in one and not the other, and closed-class cues in the new rule: of a
 change ("instead", "switch", 改, 换), of time ("from now on", "now", 以后, 现在), of an
-addition ("either", "also", 也, 还).
+addition ("either", "also", 也, 还), and the share of the words of a setting the new rule
+gives ("Set my taxi budget to 70 euros a ride.", 把…设成) that the old one holds.
 
 Its weights ship with the package (``replacements_model.json.gz``), fitted by
 ``benchmarks/replacements.py`` on the *train* split of ``tests/data/rules/replacements.tsv``
@@ -31,7 +32,7 @@ from .rules import _CJK, _EN_CUES, _ZH_CUES, _ZH_KIN
 from .terms import content_terms
 
 __all__ = ["MAX_TERMS", "REPLACEMENTS_FILE", "ReplacementClassifier", "changes_quantity", "default_replacement_classifier",
-           "new_terms", "no_change_reason", "pair_features"]
+           "new_terms", "no_change_reason", "pair_features", "quantities"]
 
 REPLACEMENTS_FILE = Path(__file__).with_name("replacements_model.json.gz")
 # The most words (or Chinese character pairs) a rule of the pairs the model was fitted on has:
@@ -66,6 +67,10 @@ _ABOUT = {
                           r"thursday|friday|saturday|sunday|weekend))\b", re.I),
                re.compile(r"今晚|今天|明天|这次|这一次|就这一次|这一单|这单|下周[一二三四五六日]|先别|再")),
 }
+# "Set <setting> to <value>" / "<setting>设成<value>": the setting named, whose words an earlier
+# rule on that setting holds ("Set my taxi budget to 70 euros a ride." after "My taxi budget is …")
+_SETTING = (re.compile(r"\bset\s+(?:up\s+)?(.+?)\s+(?:to|at|as|for)\b", re.I),
+            re.compile(r"(?:^|[，,。；;！!])(?:把|将)?([^，,。；;！!]+?)(?:设[成为到置]|定[为成])"))
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*|[零一二两三四五六七八九十百千万半]+")
 _QUANTITY = re.compile(r"\d|[两三四五六七八九十百千万半]")
 _NEGATION = re.compile(r"\b(?:no|not|never|don't|do not|avoid|without|nothing)\b|[不别没勿禁]", re.I)
@@ -74,7 +79,9 @@ _NEGATION = re.compile(r"\b(?:no|not|never|don't|do not|avoid|without|nothing)\b
 # the words that mark a sentence as a rule ("always", "only", "must", 都要, 一律, 每次) are the
 # rule detector's cues, not the matter of the rule: two rules sharing only them share nothing
 _RULE_WORDS = (re.compile(f"{_EN_CUES['general']}|{_EN_CUES['standing']}", re.I),
-               re.compile(f"{_ZH_CUES['general']}|{_ZH_CUES['standing']}"))
+               re.compile(f"{_ZH_CUES['general']}|{_ZH_CUES['standing']}"),
+               # nor is the verb that gives a setting ("Set my taxi budget to 70 euros a ride.")
+               re.compile(r"\bset\b|设[成为到置]|定[为成]", re.I))
 
 
 @functools.lru_cache(maxsize=4096)  # each rule in force is read again for every new one
@@ -130,6 +137,11 @@ def _pair_features(old: str, new: str) -> tuple[tuple[str, float], ...]:
         if rx.search(new):  # a cue says little on its own: "from now on" opens most new rules
             out[f"cue_{name}"] = 1.0
             out[f"cue_{name}&shared={_bin(len(shared))}"] = 1.0
+    setting = _SETTING[1 if _CJK.search(new) else 0].search(new)
+    if setting:
+        named = _terms(setting.group(1))
+        if named:  # the share of the setting's words the old rule holds
+            out["setting_held"] = len(named & a) / len(named)
     if _CJK.search(new):
         out["zh"] = 1.0
     return tuple(out.items())
@@ -148,9 +160,14 @@ def no_change_reason(sentence: str) -> str | None:
     return next((name for name, (en_rx, zh_rx) in _ABOUT.items() if (zh_rx if zh else en_rx).search(sentence)), None)
 
 
+def quantities(text: str) -> frozenset[str]:
+    """The numbers ``text`` names, in digits or Chinese numerals ("60", "8:30", "两")."""
+    return frozenset(_NUMBER.findall(text))
+
+
 def changes_quantity(old: str, new: str) -> bool:
     """Whether ``new`` gives a quantity of ``old``'s anew: both name one, and not the same."""
-    a, b = set(_NUMBER.findall(old)), set(_NUMBER.findall(new))
+    a, b = quantities(old), quantities(new)
     return bool(a and b and a != b)
 
 

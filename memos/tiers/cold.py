@@ -25,7 +25,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, func, select
 
 from ..patterns import value_kind
-from ..text.replacements import ReplacementClassifier, default_replacement_classifier, new_terms
+from ..text.replacements import ReplacementClassifier, default_replacement_classifier, new_terms, quantities
 from ..text.search import KeywordIndex
 from ..text.terms import content_terms
 from .facts import (
@@ -48,6 +48,7 @@ from .facts import (
     fact_log,
     key_family,
     normalize,
+    rule_said,
     rule_statement,
 )
 
@@ -277,10 +278,17 @@ class ColdTier:
         return max(found, key=lambda f: (f[0], f[1].id or 0))[1] if found else None
 
     def _supersede_rule(self, s: Session, old: Fact, rule: Fact) -> list[FactChange]:
-        """``old`` superseded by ``rule``, with the identifiers read from it ("90 euros"): no
-        current row gives it."""
-        stale = s.exec(select(Fact).where(Fact.namespace == self.namespace, Fact.kind == "identifier",
-                                          Fact.status == "current", Fact.value == old.value)).all()
+        """``old`` superseded by ``rule``, with what was read from it: the identifiers ("90
+        euros"), and the facts of its message that hold a quantity ``rule`` gives anew ("taxi
+        budget: 60 euros a ride" after "Set my taxi budget to 70 euros a ride."): no current
+        row gives the old value."""
+        stale = list(s.exec(select(Fact).where(Fact.namespace == self.namespace, Fact.kind == "identifier",
+                                               Fact.status == "current", Fact.value == old.value)).all())
+        changed = quantities(rule_said(old.value)) - quantities(rule_said(rule.value))
+        if changed:
+            facts = s.exec(select(Fact).where(Fact.namespace == self.namespace, Fact.kind == "fact",
+                                              Fact.status == "current", Fact.source_ids == old.source_ids)).all()
+            stale += [row for row in facts if quantities(row.value) & changed]
         return [self._supersede(s, row, rule) for row in (old, *stale)]
 
     def _corrected(self, s: Session, cand: FactCandidate) -> Fact | None:

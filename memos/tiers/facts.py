@@ -43,6 +43,13 @@ def changed_rule(change: str, old: str) -> str:
     return f"{change}{CHANGES}{rule_statement(old)})"
 
 
+def rule_said(value: str) -> str:
+    """What the user said of a stored rule: the change alone, for a rule set by changing
+    another (:func:`changed_rule`)."""
+    i = value.find(CHANGES)
+    return value[:i] if i >= 0 else value
+
+
 def rule_statement(value: str) -> str:
     """The rule a stored rule first stated: a rule set by changing another holds the one it
     changed (:data:`CHANGES`), and a change of a change names that first one."""
