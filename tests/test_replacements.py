@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from benchmarks.replacements import evaluate, load_pairs
 from memos.store import Store
-from memos.text.replacements import MAX_TERMS, ReplacementClassifier, _terms, new_terms, pair_features
+from memos.text.replacements import MAX_TERMS, ReplacementClassifier, _terms, new_terms, pair_features, quantities
 from memos.tiers.cold import ColdTier, FactCandidate
 from memos.tiers.facts import CHANGES, fact_key, rule_said
 from tests.test_rules import use_rule_model
@@ -182,6 +182,25 @@ def test_a_setting_given_anew_replaces_the_rule_and_what_was_read_from_it(model,
     assert not [f for f in mem.facts() if gone in rule_said(f.value)]
     context = "\n".join(m["content"] for m in mem.context() if m["role"] == "system")
     assert change in context and f"constraint: {old}" not in context
+
+
+def test_a_lone_chinese_one_is_a_quantity_only_as_a_count_or_a_day():
+    assert quantities("回复简短一点，一定要用中文，先说一下。") == frozenset()
+    assert quantities("截止时间改到十一点，每周一和一次") == {"十一", "一"}
+    assert quantities("每天一小时，一百五十元") == {"一", "一百五十"}
+
+
+@pytest.mark.parametrize("model", ["minilm", "ngrams"])
+def test_a_change_of_a_time_leaves_a_rule_that_asks_for_a_bit_of_something(model, monkeypatch, make_memory):
+    # "简短一点" ("a bit shorter") named no hour, yet its 一 was read as one: the change of the
+    # time below replaced the language rule and left the rule on the time in force
+    use_rule_model(model, monkeypatch)
+    language, late = "以后回复都用中文，简短一点。", "以后别在晚上十点以后给我发消息。"
+    change = "晚上的消息截止时间改到十一点。"
+    mem = make_memory(session="yi", budget=4096)
+    for text in (language, late, change):
+        mem.add([{"role": "user", "content": text}, {"role": "assistant", "content": "好的。"}])
+    assert pinned(mem) == [language, f"{change}{CHANGES}{late})"]
 
 
 @pytest.mark.parametrize("model", ["minilm", "ngrams"])

@@ -71,7 +71,11 @@ _ABOUT = {
 # rule on that setting holds ("Set my taxi budget to 70 euros a ride." after "My taxi budget is …")
 _SETTING = (re.compile(r"\bset\s+(?:up\s+)?(.+?)\s+(?:to|at|as|for)\b", re.I),
             re.compile(r"(?:^|[，,。；;！!])(?:把|将)?([^，,。；;！!]+?)(?:设[成为到置]|定[为成])"))
-_NUMBER = re.compile(r"\d+(?:[.,:]\d+)*|[零一二两三四五六七八九十百千万半]+")
+# a lone 一 is a number only as a count or a day ("一次", "一小时", "周一"): in 一下, 一点, 一定, 一起
+# ("a bit", "surely", "together") it is none, and "简短一点" ("a bit shorter") gave no time of day
+_MEASURE = "个次天晚杯张段小分周年月块元本位份间趟件岁斤公米层刻页集瓶碗盒双"
+_NUMBER = re.compile(r"\d+(?:[.,:]\d+)*|(?:[零二两三四五六七八九十百千万半]|一(?=[零一二两三四五六七八九十百千万半]))"
+                     rf"[零一二两三四五六七八九十百千万半]*|(?<=[周第期])一|一(?=[{_MEASURE}])")
 _QUANTITY = re.compile(r"\d|[两三四五六七八九十百千万半]")
 _NEGATION = re.compile(r"\b(?:no|not|never|don't|do not|avoid|without|nothing)\b|[不别没勿禁]", re.I)
 
