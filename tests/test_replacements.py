@@ -184,6 +184,24 @@ def test_a_setting_given_anew_replaces_the_rule_and_what_was_read_from_it(model,
     assert change in context and f"constraint: {old}" not in context
 
 
+@pytest.mark.parametrize("model", ["minilm", "ngrams"])
+@pytest.mark.parametrize(("old", "lift", "sets"), [
+    ("Keep my answers under 80 words.", "You can go up to 150 words now.", True),
+    ("Keep my answers under 80 words.", "You don't have to keep answers under 80 words anymore.", False),
+    ("打车每次不超过60块。", "打车现在可以到90块了。", True),
+    ("打车每次不超过60块。", "打车不用限制在60块以内了。", False),
+])
+def test_a_revocation_that_gives_a_new_quantity_sets_it(model, old, lift, sets, monkeypatch, make_memory):
+    # a lift that names the new limit lost it: the old rule went, and nothing held the new one
+    use_rule_model(model, monkeypatch)
+    mem = make_memory(session="lift", budget=4096)
+    mem.add([{"role": "user", "content": old}, {"role": "assistant", "content": "Noted."}])
+    mem.add([{"role": "user", "content": lift}, {"role": "assistant", "content": "OK."}])
+    assert pinned(mem) == ([f"{lift}{CHANGES}{old})"] if sets else [])
+    rules = {f.key: f for f in mem.facts(include_history=True) if f.kind == "constraint"}
+    assert rules[fact_key("constraint", old)].status == "invalidated"
+
+
 def test_a_lone_chinese_one_is_a_quantity_only_as_a_count_or_a_day():
     assert quantities("回复简短一点，一定要用中文，先说一下。") == frozenset()
     assert quantities("截止时间改到十一点，每周一和一次") == {"十一", "一"}

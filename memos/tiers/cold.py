@@ -25,7 +25,14 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, func, select
 
 from ..patterns import value_kind
-from ..text.replacements import ReplacementClassifier, default_replacement_classifier, new_terms, quantities
+from ..text.replacements import (
+    ReplacementClassifier,
+    changes_quantity,
+    default_replacement_classifier,
+    new_terms,
+    no_change_reason,
+    quantities,
+)
 from ..text.search import KeywordIndex
 from ..text.terms import content_terms
 from .facts import (
@@ -125,6 +132,8 @@ class ColdTier:
                                                      and new_terms(ch.fact.key, inv.otherwise.key) for ch in lifted)):
                 rule = inv.otherwise
                 candidates.append(rule if rule.source_time else replace(rule, source_time=inv.source_time))
+            elif inv.otherwise is None:
+                candidates.extend(self._given_anew(inv, lifted))
         for cand in candidates:
             revised = None
             if cand.revises:
@@ -276,6 +285,24 @@ class ColdTier:
             if scores:
                 found.append((max(scores), r))
         return max(found, key=lambda f: (f[0], f[1].id or 0))[1] if found else None
+
+    @staticmethod
+    def _given_anew(inv: Invalidation, lifted: Sequence[FactChange]) -> list[FactCandidate]:
+        """The rule a revocation sets when it gives the rule it lifted a new quantity ("You can
+        go up to 200 words now." after "Keep my replies under 100 words."; "打车现在可以到80块了。"):
+        the rule with the new quantity, as a change of it (:func:`changed_rule`). A question,
+        someone else's setting or this one time sets none; tense is not asked, since a
+        revocation speaks of the present (the 了 of "可以…了" marks a new state)."""
+        body = " ".join(inv.text.split())
+        if no_change_reason(body) not in (None, "past"):
+            return []
+        for ch in lifted:
+            old = ch.fact
+            if old.kind in RULE_KINDS and changes_quantity(rule_said(old.value), body):
+                return [FactCandidate(old.kind, fact_key(old.kind, body), changed_rule(body, old.value), inv.source_ids,
+                                      inv.source_seq, confidence=inv.confidence, pinned=old.pinned, origin=old.origin,
+                                      source_time=inv.source_time)]
+        return []
 
     def _supersede_rule(self, s: Session, old: Fact, rule: Fact) -> list[FactChange]:
         """``old`` superseded by ``rule``, with what was read from it: the identifiers ("90
