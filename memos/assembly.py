@@ -52,6 +52,17 @@ def recall_room(rooms: Rooms) -> int:
     return rooms.recall_room if rooms.recall is None else min(rooms.recall, rooms.recall_room)
 
 
+def _shared_out(sizes: Sequence[int], room: int) -> list[int]:
+    """``room`` shared out among parts of ``sizes``: evenly, a part smaller than its share
+    taking only its size and leaving the rest to the larger ones."""
+    out = [0] * len(sizes)
+    left = room
+    for k, i in enumerate(sorted(range(len(sizes)), key=lambda j: sizes[j])):
+        out[i] = min(sizes[i], left // (len(sizes) - k))
+        left -= out[i]
+    return out
+
+
 class ContextAssembler:
     """Builds the prompt of one session from its state, facts and recall (see the module docs)."""
 
@@ -125,7 +136,9 @@ class ContextAssembler:
             text = placeholder(m, names.get(str(data.get("tool_call_id")), "a tool"),
                                self.settings.placeholder_preview_chars)
             data = {"role": "tool", "tool_call_id": data["tool_call_id"], "content": text}
-        if m.tokens > cap and (data.get("content") or "") != "":
+        if m.tokens > cap and data.get("tool_calls"):  # the arguments share the cap with the text
+            data = self._clip_calls(data, cap, m.id)
+        if m.tokens > cap and (data.get("content") or "") != "" and self.counter.count_message(data) > cap:
             marker = f" … [memos: clipped; full text in the memory log as message {m.id}] … "
             overhead = self.counter.count_message({**data, "content": ""})
             content = data.get("content")
@@ -141,6 +154,30 @@ class ContextAssembler:
         out = (data, self.counter.count_message(data) if data is not m.data else m.tokens)
         self._render_cache[key] = out
         return out
+
+    def _clip_calls(self, data: dict[str, Any], cap: int, message_id: str) -> dict[str, Any]:
+        """``data`` with its tool calls' arguments clipped so that they and its text share
+        ``cap``: the room is shared out evenly, a part smaller than its share keeps it whole
+        and leaves the rest to the others, and clipped arguments stay JSON (:func:`clip_json`)
+        with a note saying where the full call is. ("write_file" called with a whole file as
+        its argument would otherwise be kept whole by the guards and fail the prompt.)"""
+        calls = list(data["tool_calls"])
+        bare = [{**c, "function": {**c.get("function", {}), "arguments": ""}} for c in calls]
+        room = max(0, cap - self.counter.count_message({**data, "content": None, "tool_calls": bare}))
+        args = [str(c.get("function", {}).get("arguments", "")) for c in calls]
+        content = data.get("content")
+        text = self.counter.count(content) if isinstance(content, str) else (
+            self.counter.count_message({"role": "", "content": content}) if content else 0)
+        shares = _shared_out([text, *(self.counter.count(a) for a in args)], room)
+        note = f"clipped; full call in the memory log as message {message_id}"
+        marker = f" … [memos: {note}] … "
+        out = []
+        for call, arg, share in zip(calls, args, shares[1:], strict=True):
+            if self.counter.count(arg) > share:
+                arg = clip_json(arg, share, self.counter.count, note) or self.counter.clip(arg, share, marker)
+                call = {**call, "function": {**call["function"], "arguments": arg}}
+            out.append(call)
+        return {**data, "tool_calls": out}
 
     def _clip_parts(self, parts: list[Any], text: str, room: int, message_id: str, marker: str) -> list[dict[str, Any]]:
         """A message's content parts cut to ``room`` tokens: the images and other parts kept

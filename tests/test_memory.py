@@ -112,6 +112,33 @@ def test_a_tool_result_larger_than_the_budget_is_clipped_not_split(make_memory):
     assert mem.history()[-1].text == huge
 
 
+@pytest.mark.parametrize("answered", [True, False])
+def test_tool_calls_with_arguments_larger_than_the_budget_are_clipped_as_json(make_memory, answered):
+    # an agent that writes a whole file through a tool call: the guards keep the call and its
+    # results together, and context() raised BudgetExceeded (50,000 tokens to keep under 2,048)
+    mem = make_memory(budget=2048)
+    mem.add(user("Save the report, and mail it to ana@example.org."))
+    report = "Revenue for ORD-44120 rose in every region. " * 2000
+    calls = [{"id": "w1", "type": "function", "function": {"name": "write_file", "arguments": json.dumps(
+                 {"path": "/srv/report.md", "content": report})}},
+             {"id": "m1", "type": "function", "function": {"name": "send_mail", "arguments": json.dumps(
+                 {"to": "ana@example.org"})}}]
+    mem.add({"role": "assistant", "content": "Saving it now.", "tool_calls": calls})
+    if answered:
+        mem.add([{"role": "tool", "tool_call_id": "w1", "content": "ok"}, {"role": "tool", "tool_call_id": "m1", "content": "sent"}])
+    ctx = mem.context()
+    assert tokens(mem, ctx) <= 2048
+    assert find_orphans(ctx) == []
+    sent = next(m for m in ctx if m.get("tool_calls"))
+    assert sent["content"] == "Saving it now."
+    written, mailed = (json.loads(c["function"]["arguments"]) for c in sent["tool_calls"])
+    assert written["path"] == "/srv/report.md" and "full call in the memory log as message" in written["_memos"]
+    assert report.startswith(written["content"].rstrip("…").split("…")[0])
+    assert mailed == {"to": "ana@example.org"}  # a short call beside it is sent whole
+    stored = next(m for m in mem.history() if m.data.get("tool_calls"))
+    assert json.loads(stored.data["tool_calls"][0]["function"]["arguments"])["content"] == report
+
+
 @pytest.mark.parametrize("budget", [768, 1024])
 def test_a_long_pasted_message_is_clipped_to_the_room_the_tool_schemas_leave(make_memory, budget):
     # memos' own tool schemas (~570 tokens) are counted: half the budget for the newest

@@ -30,7 +30,9 @@ op = st.one_of(
     st.tuples(st.just("assistant"), text),
     st.tuples(st.just("constraint"), st.sampled_from(["I never fly before 9am.", "Budget at most $200.", "不要辣的。"])),
     st.tuples(st.just("pin"), st.integers(min_value=0, max_value=10_000)),
-    st.tuples(st.just("chain"), st.tuples(st.integers(1, 3), st.integers(0, 3), st.one_of(text, big_text))),
+    # (calls, results given, result text, a long argument: a file written through a tool call)
+    st.tuples(st.just("chain"), st.tuples(st.integers(1, 3), st.integers(0, 3), st.one_of(text, big_text),
+                                          st.one_of(st.none(), big_text))),
     st.tuples(st.just("context"), st.sampled_from(["all", "retrieve", "none"])),
     st.tuples(st.just("image"), st.tuples(st.one_of(text, big_text), st.sampled_from(["low", "high", None]))),
 )
@@ -120,11 +122,12 @@ def test_paging_invariants_hold_for_random_sessions(ops, conf):
                     add({"role": "user", "content": arg})
                     rules.append(arg)
                 else:
-                    calls, answered, result = arg
+                    calls, answered, result, long_arg = arg
                     n_chain += 1
                     ids = [f"c{n_chain}-{i}" for i in range(calls)]
                     add({"role": "assistant", "content": None, "tool_calls": [
-                        {"id": cid, "type": "function", "function": {"name": "search", "arguments": json.dumps({"q": cid})}}
+                        {"id": cid, "type": "function", "function": {"name": "search", "arguments": json.dumps(
+                            {"q": cid, **({"body": long_arg} if long_arg else {})})}}
                         for cid in ids]})
                     for cid in ids[: min(answered, calls)]:
                         add({"role": "tool", "tool_call_id": cid, "content": result})
