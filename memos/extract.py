@@ -22,6 +22,7 @@ a set of messages that is not already covered.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -33,8 +34,8 @@ from .text.attributes import AttributeClassifier, default_attribute_classifier
 from .text.corrections import CorrectionClassifier, default_correction_classifier
 from .text.replacements import no_change_reason
 from .text.revocations import RevocationClassifier, default_revocation_classifier
-from .text.rules import RuleDetector, default_detector, has_words
-from .text.sentences import split_clauses, split_sentences, without_code
+from .text.rules import RuleDetector, RuleJudgement, default_detector, has_words
+from .text.sentences import headings, in_context, list_item, split_clauses, split_sentences, without_code
 from .tiers.cold import Fact, FactCandidate, Invalidation, fact_key
 
 _Sourced = TypeVar("_Sourced", FactCandidate, Invalidation)
@@ -102,6 +103,16 @@ def _flatten(value: Any, path: str = "") -> Iterable[tuple[str, Any]]:
         yield path, value
 
 
+def _item_judgement(in_context: RuleJudgement, alone: RuleJudgement) -> RuleJudgement:
+    """A list item's judgement: read with its heading ("My rules: no pork"), or alone ("no
+    pork") when that reads as a rule and the mean of the two readings' log-odds leans to one
+    (the heading of "Things I did this weekend:" makes "at most 3 hours of sleep" none)."""
+    if in_context.is_rule or not alone.is_rule:
+        return in_context
+    odds = [math.log(max(1e-6, p) / max(1e-6, 1 - p)) for p in (in_context.score, alone.score)]
+    return replace(alone, sentence=in_context.sentence) if sum(odds) >= 0 else in_context
+
+
 @dataclass
 class RuleExtractor:
     """The offline :class:`FactExtractor`: the rule classifier for rules the user sets
@@ -146,17 +157,26 @@ class RuleExtractor:
         sentences = split_sentences(said)
         # A short message that states a rule is kept whole: the reason given with it matters.
         whole = " ".join(said.split()) if len(sentences) <= 3 and len(said) <= _WHOLE_PREFERENCE_CHARS else None
-        judged = (self.detector or default_detector()).judge(sentences) if m.role == "user" and sentences else []
+        # a list item is judged, and kept, with its heading ("My travel rules: never Ryanair"),
+        # and a heading by itself states nothing
+        heads = headings(sentences)
+        texts = [in_context(s, h) for s, h in zip(sentences, heads, strict=True)]
+        leading = set(filter(None, heads))
+        detector = self.detector or default_detector()
+        judged = detector.judge(texts) if m.role == "user" and sentences else []
+        for i, head in enumerate(heads if judged else ()):
+            if head is not None:  # an item is judged as a message of its own, with its heading and alone
+                judged[i] = _item_judgement(*detector.judge([texts[i], list_item(sentences[i])]))
         revocations = self.revocations or default_revocation_classifier()
         revoking = revocations.judge(sentences)
         corrections = self.corrections or default_correction_classifier()
         corrected: list[FactCandidate] = []
         for i, sentence in enumerate(sentences):
-            rule = judged[i] if i < len(judged) and judged[i].is_rule else None
+            rule = judged[i] if i < len(judged) and judged[i].is_rule and sentence not in leading else None
             found = None
             if rule is not None:
                 pinned = rule.kind == "constraint" or self.pin_preferences
-                found = FactCandidate(rule.kind, fact_key(rule.kind, sentence), whole or sentence, src, m.seq,
+                found = FactCandidate(rule.kind, fact_key(rule.kind, texts[i]), whole or texts[i], src, m.seq,
                                       confidence=min(1.0, max(0.0, rule.score)), pinned=pinned, origin=rule.by)
             if revoking[i]:
                 # a sentence lifting a rule is not a rule to pin; one that names no current
@@ -167,10 +187,10 @@ class RuleExtractor:
                                          holds_instead=found is not None and self._holds_instead(sentence, revocations)))
             elif found is not None:
                 cands.append(found)
-            elif m.role == "user" and has_words(sentence) and no_change_reason(sentence) is None:
+            elif m.role == "user" and has_words(sentence) and no_change_reason(texts[i]) is None:
                 # no rule by itself, it may change one ("Change the budget to $250."): the cold
                 # tier, which knows the rules in force, decides
-                body = " ".join(sentence.split())
+                body = " ".join(texts[i].split())
                 cands.append(FactCandidate("constraint", fact_key("constraint", body), body, src, m.seq, pinned=True,
                                            origin="classifier", revises=True))
             if rule is None and _SOFT_PREFERENCE.search(sentence) and not sentence.endswith(("?", "？")):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["ABBREVIATION", "split_clauses", "split_sentences", "without_code"]
+__all__ = ["ABBREVIATION", "headings", "in_context", "list_item", "split_clauses", "split_sentences", "without_code"]
 
 # Abbreviations a name or an example follows ("Dr. Alvarez", "St. Louis", "e.g. km"): their
 # dot ends no sentence. A closed class; "etc.", "No." and "Jr." end sentences as often.
@@ -14,10 +14,59 @@ _NOT_ABBREVIATED = "".join(rf"(?<!(?<![a-z]){re.escape(a)}\.)" for a in _ABBREVI
 _SENTENCE_END = re.compile(rf"(?<=[.!?;]){_NOT_ABBREVIATED}\s+|(?<=[。！？；])\s*|\n+", re.IGNORECASE)
 
 
+# the marker a list item opens with: a bullet, or a number ("1.", "2)", "（3）", "一、")
+_ITEM = re.compile(r"^(?:[-*+•·●▪–]|\(?（?\d{1,2}[.)）、]|[一二三四五六七八九十]{1,2}[、.])(?=\s|[^\d\s])\s*")
+_HEADING_END = (":", "：")
+
+
 def split_sentences(text: str) -> list[str]:
     """Split text into sentences (English and Chinese punctuation, and line breaks; not
-    after a title or "e.g.": ``ABBREVIATION``)."""
-    return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
+    after a title or "e.g.": ``ABBREVIATION``). A list item's number stays with its item
+    ("1. Only book trains." is one sentence, not "1." and the rest)."""
+    out: list[str] = []
+    for s in _SENTENCE_END.split(text):
+        s = s.strip() if s else ""
+        if not s:
+            continue
+        if out and _ITEM.fullmatch(out[-1] + " "):
+            out[-1] = f"{out[-1]} {s}"
+        else:
+            out.append(s)
+    return out
+
+
+def headings(sentences: list[str]) -> list[str | None]:
+    """For each of ``sentences``, the heading of the list it is an item of, or None: the
+    nearest sentence before it that ends with a colon, when it and every sentence between
+    them open with a list marker ("My travel rules:", "- never Ryanair")."""
+    out: list[str | None] = []
+    heading: str | None = None
+    for s in sentences:
+        if _ITEM.match(s) and heading is not None:
+            out.append(heading)
+            continue
+        out.append(None)
+        heading = s if s.endswith(_HEADING_END) else None
+    return out
+
+
+def list_item(sentence: str) -> str:
+    """``sentence`` without the list marker it opens with, if any ("- window seat": "window seat")."""
+    return _ITEM.sub("", sentence, count=1)
+
+
+def in_context(sentence: str, heading: str | None) -> str:
+    """A list item read with its heading, its marker left out ("My travel rules: never
+    Ryanair"; "我的要求，只订高铁"); any other sentence as it is. An item alone is often no
+    sentence ("- window seat"): the heading says what it is."""
+    if heading is None:
+        return sentence
+    item = list_item(sentence)
+    head = heading.rstrip(":：").rstrip()
+    return f"{head}，{item}" if _CJK_CHAR.search(head) else f"{head}: {item}"
+
+
+_CJK_CHAR = re.compile(r"[\u3400-\u9fff]")
 
 
 # a fenced code block (Markdown): a line of three or more backticks or tildes, indented by at
