@@ -176,7 +176,8 @@ class RuleExtractor:
             found = None
             if rule is not None:
                 pinned = rule.kind == "constraint" or self.pin_preferences
-                found = FactCandidate(rule.kind, fact_key(rule.kind, texts[i]), whole or texts[i], src, m.seq,
+                value = texts[i] if heads[i] else whole or texts[i]  # an item is kept with its heading alone
+                found = FactCandidate(rule.kind, fact_key(rule.kind, texts[i]), value, src, m.seq,
                                       confidence=min(1.0, max(0.0, rule.score)), pinned=pinned, origin=rule.by)
             if revoking[i]:
                 # a sentence lifting a rule is not a rule to pin; one that names no current

@@ -528,6 +528,16 @@ def test_the_items_of_a_list_of_rules_are_pinned_with_its_heading(model, monkeyp
         assert tp / (tp + fp) >= 0.9 and tp / (tp + fn) >= 0.9, (lang, tp, fp, fn)
 
 
+def test_each_item_of_a_short_list_is_a_rule_of_its_own(make_memory):
+    # a short message's rules each hold the whole message; an item holds its heading alone,
+    # so a revocation of one item leaves the others
+    mem = make_memory(budget=4096)
+    mem.add([{"role": "user", "content": "My rules:\n- no pork\n- no alcohol"}, {"role": "assistant", "content": "Noted."}])
+    assert [f.value for f in mem.facts() if f.pinned] == ["My rules: no pork", "My rules: no alcohol"]
+    mem.add([{"role": "user", "content": "I eat pork again now."}, {"role": "assistant", "content": "Noted."}])
+    assert [f.value for f in mem.facts() if f.pinned] == ["My rules: no alcohol"]
+
+
 def test_a_list_item_keeps_its_number_and_is_read_with_its_heading():
     from memos.text.sentences import headings, in_context
 
