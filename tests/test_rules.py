@@ -551,3 +551,6 @@ def test_a_list_item_keeps_its_number_and_is_read_with_its_heading():
         "My rules: Only trains.", "My rules: no red-eyes", "My rules: 1.5 litres of water a day"]
     assert in_context("一、不坐红眼航班", "出差的规矩：") == "出差的规矩，不坐红眼航班"
     assert split_sentences("We need 2. Then 3.") == ["We need 2.", "Then 3."]  # a number that ends a sentence
+    for text in ("**Requirements:**\n- no global state", "## Requirements\n1. no global state"):  # Markdown
+        sentences = split_sentences(text)
+        assert in_context(sentences[1], headings(sentences)[1]) == "Requirements: no global state"

@@ -37,8 +37,9 @@ def split_sentences(text: str) -> list[str]:
 
 def headings(sentences: list[str]) -> list[str | None]:
     """For each of ``sentences``, the heading of the list it is an item of, or None: the
-    nearest sentence before it that ends with a colon, when it and every sentence between
-    them open with a list marker ("My travel rules:", "- never Ryanair")."""
+    nearest sentence before it that ends with a colon or is a Markdown heading, when it and
+    every sentence between them open with a list marker ("My travel rules:", "- never
+    Ryanair"; "**Requirements:**"; "## Rules")."""
     out: list[str | None] = []
     heading: str | None = None
     for s in sentences:
@@ -46,8 +47,13 @@ def headings(sentences: list[str]) -> list[str | None]:
             out.append(heading)
             continue
         out.append(None)
-        heading = s if s.endswith(_HEADING_END) else None
+        heading = s if _heading_text(s).endswith(_HEADING_END) or s.startswith("#") else None
     return out
+
+
+def _heading_text(heading: str) -> str:
+    """A heading without its Markdown marks ("## Rules", "**Requirements:**")."""
+    return heading.lstrip("#").strip().strip("*_").strip()
 
 
 def list_item(sentence: str) -> str:
@@ -62,7 +68,7 @@ def in_context(sentence: str, heading: str | None) -> str:
     if heading is None:
         return sentence
     item = list_item(sentence)
-    head = heading.rstrip(":：").rstrip()
+    head = _heading_text(heading).rstrip(":：").rstrip()
     return f"{head}，{item}" if _CJK_CHAR.search(head) else f"{head}: {item}"
 
 
