@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 __all__ = ["ABBREVIATION", "headings", "in_context", "list_item", "split_clauses", "split_sentences", "without_code"]
 
@@ -17,6 +18,7 @@ _SENTENCE_END = re.compile(rf"(?<=[.!?;]){_NOT_ABBREVIATED}\s+|(?<=[。！？；
 # the marker a list item opens with: a bullet, or a number ("1.", "2)", "（3）", "一、")
 _ITEM = re.compile(r"^(?:[-*+•·●▪–]|\(?（?\d{1,2}[.)）、]|[一二三四五六七八九十]{1,2}[、.])(?=\s|[^\d\s])\s*")
 _HEADING_END = (":", "：")
+_CJK_CHAR = re.compile(r"[\u3400-\u9fff]")
 
 
 def split_sentences(text: str) -> list[str]:
@@ -35,7 +37,7 @@ def split_sentences(text: str) -> list[str]:
     return out
 
 
-def headings(sentences: list[str]) -> list[str | None]:
+def headings(sentences: Sequence[str]) -> list[str | None]:
     """For each of ``sentences``, the heading of the list it is an item of, or None: the
     nearest sentence before it that ends with a colon or is a Markdown heading, when it and
     every sentence between them open with a list marker ("My travel rules:", "- never
@@ -71,8 +73,6 @@ def in_context(sentence: str, heading: str | None) -> str:
     head = _heading_text(heading).rstrip(":：").rstrip()
     return f"{head}，{item}" if _CJK_CHAR.search(head) else f"{head}: {item}"
 
-
-_CJK_CHAR = re.compile(r"[\u3400-\u9fff]")
 
 
 # a fenced code block (Markdown): a line of three or more backticks or tildes, indented by at
