@@ -2,8 +2,9 @@
 
 :func:`run_turn` adds the user's message, asks the model with memos' context and tools,
 runs memory tool calls (``archive``, ``retrieve``, ``pin``) itself and asks again, up to
-a step cap. Calls to other tools go to ``execute`` when given; without it they get an
-error result (so the chat API still sees every call answered) and are reported.
+a step cap. Calls to other tools go to ``execute`` when given (a custom tool's free-form
+input as ``{"input": ...}``); without it they get an error result (so the chat API still
+sees every call answered) and are reported.
 """
 
 from __future__ import annotations
@@ -60,15 +61,19 @@ def run_turn(
             result.reply = message.content or ""
             return result
         for call in calls:
-            name = call.function.name
-            if memory.is_memory_tool(name):
-                memory.add(memory.handle_tool_call(call))
-                result.memory_calls.append(name)
-                continue
-            try:
-                args = json.loads(call.function.arguments or "{}")
-            except ValueError:
-                args = {"_raw": call.function.arguments}
+            fn = getattr(call, "function", None)
+            if fn is None:  # a custom tool's call: its free-form input goes to ``execute`` as {"input": ...}
+                name, args = call.custom.name, {"input": call.custom.input}
+            else:
+                name = fn.name
+                if memory.is_memory_tool(name):
+                    memory.add(memory.handle_tool_call(call))
+                    result.memory_calls.append(name)
+                    continue
+                try:
+                    args = json.loads(fn.arguments or "{}")
+                except ValueError:
+                    args = {"_raw": fn.arguments}
             result.other_calls.append({"id": call.id, "name": name, "arguments": args})
             if execute is not None:
                 try:

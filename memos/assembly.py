@@ -16,7 +16,7 @@ from typing import Any
 
 from .config import MemosSettings
 from .embeddings import Similarities
-from .messages import Message
+from .messages import Message, call_input, with_input
 from .paging.context import assemble, facts_message, pinned_message, pressure_message, recall_message, summary_message
 from .paging.guards import extract_constraints
 from .patterns import find_identifiers
@@ -162,9 +162,9 @@ class ContextAssembler:
         with a note saying where the full call is. ("write_file" called with a whole file as
         its argument would otherwise be kept whole by the guards and fail the prompt.)"""
         calls = list(data["tool_calls"])
-        bare = [{**c, "function": {**c.get("function", {}), "arguments": ""}} for c in calls]
+        bare = [with_input(c, "") for c in calls]
         room = max(0, cap - self.counter.count_message({**data, "content": None, "tool_calls": bare}))
-        args = [str(c.get("function", {}).get("arguments", "")) for c in calls]
+        args = [call_input(c) for c in calls]
         content = data.get("content")
         text = self.counter.count(content) if isinstance(content, str) else (
             self.counter.count_message({"role": "", "content": content}) if content else 0)
@@ -175,7 +175,7 @@ class ContextAssembler:
         for call, arg, share in zip(calls, args, shares[1:], strict=True):
             if self.counter.count(arg) > share:
                 arg = clip_json(arg, share, self.counter.count, note) or self.counter.clip(arg, share, marker)
-                call = {**call, "function": {**call["function"], "arguments": arg}}
+                call = with_input(call, arg)
             out.append(call)
         return {**data, "tool_calls": out}
 

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from .messages import Message
+from .messages import Message, call_input, call_name
 from .patterns import DECISION, FAILURE, find_identifiers, identifier_spans
 from .text.attributes import AttributeClassifier, default_attribute_classifier
 from .text.corrections import CorrectionClassifier, default_correction_classifier
@@ -142,7 +142,7 @@ class RuleExtractor:
             src = (m.id,)
             role = m.role
             for call in m.data.get("tool_calls") or ():
-                calls[call["id"]] = (call["function"]["name"], call["function"]["arguments"])
+                calls[call["id"]] = (call_name(call), call_input(call))
             if role in ("user", "system", "developer"):
                 self._user(m, src, cands, invs)
             elif role == "assistant":

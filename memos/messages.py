@@ -16,7 +16,8 @@ from typing import Any
 
 from .errors import InvalidMessage
 
-__all__ = ["ROLES", "Message", "as_roles", "message_key", "message_text", "validate_batch", "validate_message"]
+__all__ = ["ROLES", "Message", "as_roles", "call_input", "call_name", "message_key", "message_text", "validate_batch",
+           "validate_message", "with_input"]
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 _KEYS = {"role", "content", "name", "tool_calls", "tool_call_id"}
@@ -54,7 +55,7 @@ class Message:
     @property
     def text_and_calls(self) -> str:
         """The message's text with the arguments of the tool calls it makes (what it quotes)."""
-        args = " ".join(c["function"]["arguments"] for c in self.data.get("tool_calls") or ())
+        args = " ".join(call_input(c) for c in self.data.get("tool_calls") or ())
         return f"{self.text} {args}" if args else self.text
 
     @property
@@ -145,8 +146,17 @@ def _tool_calls(calls: Any, where: str) -> list[dict[str, Any]]:
             raise InvalidMessage(f"{where}: tool call id {call_id!r} appears twice")
         seen.add(call_id)
         kind = call.get("type", "function")
+        if kind == "custom":  # a custom tool's call: free-form input, not JSON arguments
+            custom = call.get("custom")
+            if not isinstance(custom, Mapping) or not isinstance(custom.get("name"), str) or not custom.get("name"):
+                raise InvalidMessage(f"{where}: tool_calls[{i}] needs 'custom' with a non-empty string 'name'")
+            text = custom.get("input", "")
+            if not isinstance(text, str):
+                raise InvalidMessage(f"{where}: tool_calls[{i}].custom.input must be a string")
+            out.append({"id": call_id, "type": "custom", "custom": {"name": custom["name"], "input": clean_text(text)}})
+            continue
         if kind != "function":
-            raise InvalidMessage(f"{where}: tool_calls[{i}] has type {kind!r}; only 'function' is supported")
+            raise InvalidMessage(f"{where}: tool_calls[{i}] has type {kind!r}; expected 'function' or 'custom'")
         fn = call.get("function")
         if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str) or not fn.get("name"):
             raise InvalidMessage(f"{where}: tool_calls[{i}] needs 'function' with a non-empty string 'name'")
@@ -155,6 +165,25 @@ def _tool_calls(calls: Any, where: str) -> list[dict[str, Any]]:
             raise InvalidMessage(f"{where}: tool_calls[{i}].function.arguments must be a JSON string")
         out.append({"id": call_id, "type": "function", "function": {"name": fn["name"], "arguments": clean_text(args)}})
     return out
+
+
+def call_name(call: Mapping[str, Any]) -> str:
+    """The name of the tool a tool call calls: a function's, or a custom tool's."""
+    return str((call.get("function") or call.get("custom") or {}).get("name", ""))
+
+
+def call_input(call: Mapping[str, Any]) -> str:
+    """What a tool call passes: a function's JSON arguments, or a custom tool's free-form input."""
+    if call.get("type") == "custom":
+        return str((call.get("custom") or {}).get("input", ""))
+    return str((call.get("function") or {}).get("arguments", ""))
+
+
+def with_input(call: Mapping[str, Any], text: str) -> dict[str, Any]:
+    """A copy of ``call`` that passes ``text`` (as its arguments, or its custom input)."""
+    if call.get("type") == "custom":
+        return {**call, "custom": {**call["custom"], "input": text}}
+    return {**call, "function": {**call["function"], "arguments": text}}
 
 
 def validate_message(raw: Any, where: str = "message") -> dict[str, Any]:

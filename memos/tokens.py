@@ -28,6 +28,8 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Protocol
 
+from .messages import call_input, call_name
+
 __all__ = ["IMAGE_TOKENS", "IMAGE_TOKENS_LOW", "PER_MESSAGE", "REPLY_PRIMING", "TokenCounter", "default_counter"]
 
 PER_MESSAGE = 3
@@ -150,9 +152,8 @@ class TokenCounter:
         elif isinstance(content, list):
             n += sum(self.count_part(part) for part in content if isinstance(part, Mapping))
         for call in message.get("tool_calls") or ():
-            fn = call.get("function", {})
             n += PER_TOOL_CALL + self.count(str(call.get("id", "")))
-            n += self.count(str(fn.get("name", ""))) + self.count(str(fn.get("arguments", "")))
+            n += self.count(call_name(call)) + self.count(call_input(call))
         if message.get("tool_call_id"):
             n += self.count(str(message["tool_call_id"]))
         return n

@@ -73,7 +73,8 @@ class FakeOpenAI:
 
     def reply(self, body: dict[str, Any]) -> dict[str, Any]:
         messages = body.get("messages", [])
-        tools = {t["function"]["name"] for t in body.get("tools") or []}
+        tools = {t["function"]["name"] for t in body.get("tools") or [] if "function" in t}
+        customs = sorted(t["custom"]["name"] for t in body.get("tools") or [] if t.get("type") == "custom")
         system = str(messages[0].get("content", "")) if messages else ""
         last = messages[-1] if messages else {}
         if system.startswith("[memos:answer]"):  # an extractive "model": the line most like the question
@@ -114,6 +115,10 @@ class FakeOpenAI:
             return _message({"role": "assistant", "content": None, "tool_calls": [
                 {"id": "call_facts", "type": "function",
                  "function": {"name": "record_facts", "arguments": json.dumps({"operations": ops})}}]})
+        if customs and last.get("role") == "user" and "patch" in str(last.get("content", "")):
+            return _message({"role": "assistant", "content": None, "tool_calls": [
+                {"id": f"call_c{len(self.requests)}", "type": "custom",
+                 "custom": {"name": customs[0], "input": "*** Begin Patch\n+ print('hi')\n*** End Patch"}}]})
         if last.get("role") == "tool":
             try:
                 results = json.loads(last.get("content") or "{}").get("results", [])

@@ -134,6 +134,19 @@ def test_run_turn_executes_memory_tools_and_reports_other_calls(server, store):
     mem.close()
 
 
+def test_run_turn_passes_a_custom_tools_input_to_execute(server, store):
+    mem = Memory("custom", store=store, budget=2000)
+    patch_tool = {"type": "custom", "custom": {"name": "apply_patch", "description": "Apply a patch to the repo."}}
+    ran = []
+    result = mem.run_turn(make_client(config(server)), "test-model", "Please apply the patch.", tools=[patch_tool],
+                          execute=lambda name, args: ran.append((name, args)) or "applied")
+    assert ran == [("apply_patch", {"input": "*** Begin Patch\n+ print('hi')\n*** End Patch"})]
+    assert result.other_calls[0]["name"] == "apply_patch" and result.steps == 2
+    call = next(m for m in mem.history() if m.role == "assistant").data["tool_calls"][0]
+    assert call["type"] == "custom" and call["custom"]["name"] == "apply_patch"
+    mem.close()
+
+
 def test_memos_chat_runs_50_turns_from_stdin(server, tmp_path):
     lines = []
     for i in range(50):

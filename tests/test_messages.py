@@ -29,6 +29,11 @@ from tests.conftest import call, tool_chain, user
         ({"role": "assistant", "tool_calls": [{"id": "c1", "function": {"arguments": "{}"}}]}, "non-empty string 'name'"),
         ({"role": "assistant", "tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": {}}}]}, "must be a JSON string"),
         ({"role": "assistant", "tool_calls": [call("c1"), call("c1")]}, "appears twice"),
+        ({"role": "assistant", "tool_calls": [{"id": "c1", "type": "custom", "custom": {"input": "x"}}]},
+         "'custom' with a non-empty string 'name'"),
+        ({"role": "assistant", "tool_calls": [{"id": "c1", "type": "custom", "custom": {"name": "sql", "input": 3}}]},
+         "custom.input must be a string"),
+        ({"role": "assistant", "tool_calls": [{"id": "c1", "type": "web", "web": {}}]}, "expected 'function' or 'custom'"),
         ("just a string", "expected a dict"),
         ({"role": "user", "content": "ok", "name": ""}, "'name' must be a non-empty string"),
     ],
@@ -77,3 +82,24 @@ def test_sdk_style_messages_are_accepted_and_normalised(make_memory):
     assert logged.data == {"role": "assistant", "content": "hello"}
     (parts,) = mem.add({"role": "user", "content": [{"type": "text", "text": "look"}, {"type": "image_url", "image_url": {"url": "https://x/y.png"}}]})
     assert parts.text == "look"
+
+
+def test_a_custom_tools_call_is_kept_counted_and_clipped_like_a_functions(make_memory):
+    # the chat API's custom tools take free-form input ("type": "custom"); they were refused
+    from openai.types.chat import ChatCompletionMessage
+
+    mem = make_memory(budget=1024)
+    mem.add(user("Apply the patch for ORD-4471."))
+    patch = "*** Begin Patch\n" + "+ a line of the new module\n" * 3000 + "*** End Patch"
+    reply = ChatCompletionMessage.model_validate({"role": "assistant", "content": None, "tool_calls": [
+        {"id": "p1", "type": "custom", "custom": {"name": "apply_patch", "input": patch}}]})
+    (logged,) = mem.add(reply)  # the SDK's own object
+    assert logged.data["tool_calls"] == [{"id": "p1", "type": "custom", "custom": {"name": "apply_patch", "input": patch}}]
+    assert logged.tokens > 10 * mem.counter.count("a line of the new module")
+    mem.add({"role": "tool", "tool_call_id": "p1", "content": "applied"})
+    ctx = mem.context()
+    assert mem.counter.count_messages(ctx) + mem.counter.count_tools(mem.tools()) <= 1024
+    sent = next(m for m in ctx if m.get("tool_calls"))["tool_calls"][0]
+    assert sent["custom"]["name"] == "apply_patch" and sent["custom"]["input"].startswith("*** Begin Patch")
+    assert "full call in the memory log as message" in sent["custom"]["input"]
+    assert ctx[-1] == {"role": "tool", "tool_call_id": "p1", "content": "applied"}

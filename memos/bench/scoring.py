@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..messages import call_input
+
 __all__ = ["answer_contained", "context_text", "evidence_recall", "mean", "preference_in_context"]
 
 
@@ -18,7 +20,7 @@ def context_text(messages: Sequence[Mapping[str, Any]]) -> str:
         elif isinstance(content, list):
             parts.extend(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
         for call in m.get("tool_calls") or ():
-            parts.append(str(call.get("function", {}).get("arguments", "")))
+            parts.append(call_input(call))
     return "\n".join(parts)
 
 

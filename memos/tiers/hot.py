@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..messages import Message
+from ..messages import Message, call_input, call_name
 from ..patterns import identifier_spans
 
 __all__ = ["Unit", "clip_json", "group_units", "placeholder", "render_text"]
@@ -73,7 +73,7 @@ def tool_names(units: Sequence[Unit]) -> dict[str, str]:
     out = {}
     for u in units:
         for call in u.messages[0].data.get("tool_calls") or ():
-            out[call["id"]] = call["function"]["name"]
+            out[call["id"]] = call_name(call)
     return out
 
 
@@ -95,8 +95,7 @@ def render_text(data: dict[str, Any]) -> str:
     if text:
         parts.append(text)
     for call in data.get("tool_calls") or ():
-        fn = call.get("function", {})
-        parts.append(f"called {fn.get('name')}({fn.get('arguments', '')})")
+        parts.append(f"called {call_name(call)}({call_input(call)})")
     body = "; ".join(parts)
     if role == "tool":
         return f"tool result: {body}"

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
-from ..messages import Message
+from ..messages import Message, call_input, call_name
 from ..patterns import ACK, DECISION, FAILURE, GOAL, find_identifiers
 from ..text.rules import default_detector
 from ..text.sentences import split_sentences
@@ -260,10 +260,10 @@ class ExtractiveSummarizer:
         for m, said in zip(messages, sentences, strict=True):
             role = m.role
             for call in m.data.get("tool_calls") or ():
-                fn = call["function"]
-                names[call["id"]] = fn["name"]
-                out.append(_Candidate(3 + min(2, len(find_identifiers(fn["arguments"]))), order,
-                                      _clip_line(f"- assistant called {fn['name']}({_compact_json(fn['arguments'])})")))
+                name, args = call_name(call), call_input(call)
+                names[call["id"]] = name
+                out.append(_Candidate(3 + min(2, len(find_identifiers(args))), order,
+                                      _clip_line(f"- assistant called {name}({_compact_json(args)})")))
                 order += 1
             if role == "tool":
                 name = names.get(str(m.data.get("tool_call_id")), "tool")
