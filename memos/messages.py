@@ -22,6 +22,8 @@ __all__ = ["ROLES", "Message", "as_roles", "call_input", "call_name", "message_k
 ROLES = ("system", "developer", "user", "assistant", "tool")
 _KEYS = {"role", "content", "name", "tool_calls", "tool_call_id"}
 # Keys an OpenAI response message carries that do not go back into a request.
+# what no OpenAI-compatible API takes in a participant's name (the strictest take only [a-zA-Z0-9_-])
+_BAD_NAME = re.compile(r"[\s<|\\/>]")
 _DROPPED_KEYS = {"refusal", "annotations", "audio", "function_call", "reasoning_content"}
 
 
@@ -210,6 +212,9 @@ def validate_message(raw: Any, where: str = "message") -> dict[str, Any]:
     if "name" in data:
         if not isinstance(data["name"], str) or not data["name"]:
             raise InvalidMessage(f"{where}: 'name' must be a non-empty string")
+        if _BAD_NAME.search(data["name"]):  # logged, it would fail every request that held it
+            raise InvalidMessage(f"{where}: 'name' {data['name']!r} may not hold spaces or any of <|\\/> (the chat "
+                                 f"API refuses it); for example {_BAD_NAME.sub('_', data['name'])!r}")
         out["name"] = data["name"]
     if role == "assistant":
         if "tool_calls" in data:

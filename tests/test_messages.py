@@ -36,6 +36,7 @@ from tests.conftest import call, tool_chain, user
         ({"role": "assistant", "tool_calls": [{"id": "c1", "type": "web", "web": {}}]}, "expected 'function' or 'custom'"),
         ("just a string", "expected a dict"),
         ({"role": "user", "content": "ok", "name": ""}, "'name' must be a non-empty string"),
+        ({"role": "user", "content": "ok", "name": "Bob Smith"}, "for example 'Bob_Smith'"),
     ],
 )
 def test_bad_shape_is_a_value_error_naming_the_problem(make_memory, message, fragment):
