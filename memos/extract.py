@@ -164,11 +164,14 @@ class RuleExtractor:
         leading = set(filter(None, heads))
         detector = self.detector or default_detector()
         judged = detector.judge(texts) if m.role == "user" and sentences else []
-        for i, head in enumerate(heads if judged else ()):
-            if head is not None:  # an item is judged as a message of its own, with its heading and alone
-                judged[i] = _item_judgement(*detector.judge([texts[i], list_item(sentences[i])]))
+        items = [i for i, head in enumerate(heads) if head is not None] if judged else []
+        if items:  # an item is judged as a message of its own, with its heading and alone
+            each = getattr(detector, "judge_each", None) or (lambda ts: [detector.judge([t])[0] for t in ts])
+            read = each([texts[i] for i in items] + [list_item(sentences[i]) for i in items])
+            for k, i in enumerate(items):
+                judged[i] = _item_judgement(read[k], read[k + len(items)])
         revocations = self.revocations or default_revocation_classifier()
-        revoking = revocations.judge(sentences)
+        revoking = revocations.judge(texts)  # a list item with its heading, as the rules are read
         corrections = self.corrections or default_correction_classifier()
         corrected: list[FactCandidate] = []
         for i, sentence in enumerate(sentences):
@@ -183,9 +186,9 @@ class RuleExtractor:
                 # a sentence lifting a rule is not a rule to pin; one that names no current
                 # rule, or reads more surely as a rule, may set one (the cold tier decides: it
                 # knows the rules)
-                invs.append(Invalidation(sentence, src, m.seq, otherwise=found,
-                                         confidence=round(revocations.score(sentence), 4),
-                                         holds_instead=found is not None and self._holds_instead(sentence, revocations)))
+                invs.append(Invalidation(texts[i], src, m.seq, otherwise=found,
+                                         confidence=round(revocations.score(texts[i]), 4),
+                                         holds_instead=found is not None and self._holds_instead(texts[i], revocations)))
             elif found is not None:
                 cands.append(found)
             elif m.role == "user" and has_words(sentence) and no_change_reason(texts[i]) is None:

@@ -227,6 +227,18 @@ def test_llm_fact_operations_become_cold_tier_changes(server, tmp_path):
         LLMFactExtractor(config(server)).extract(msgs, [])
 
 
+def test_with_an_llm_the_items_of_a_list_are_judged_in_one_request(server, store):
+    server.rule_kinds = {"My travel rules: aisle seats": "preference", "no hostels": "constraint"}
+    with Memory("lists", store=store, llm=config(server, max_attempts=2), tools=[]) as mem:
+        before = len(server.requests)
+        mem.add(user("My travel rules:\n- aisle seats\n- no hostels"))
+        asked = [r for r in server.requests[before:] if "[memos:rules]" in str(r["messages"][0]["content"])]
+        assert len(asked) == 2  # the message's sentences, then every item with its heading and alone
+        assert "My travel rules: aisle seats" in asked[1]["messages"][1]["content"]
+        rules = {f.value: f.origin for f in mem.facts() if f.kind in ("constraint", "preference")}
+        assert rules == {"My travel rules: aisle seats": "llm", "My travel rules: no hostels": "llm"}
+
+
 def test_with_an_llm_its_rule_judgement_is_used_and_recorded(server, store):
     server.rule_kinds = {"Decaf only after three, every day.": "constraint"}
     llm = config(server, max_attempts=2)

@@ -528,6 +528,17 @@ def test_the_items_of_a_list_of_rules_are_pinned_with_its_heading(model, monkeyp
         assert tp / (tp + fp) >= 0.9 and tp / (tp + fn) >= 0.9, (lang, tp, fp, fn)
 
 
+@pytest.mark.parametrize("model", ["minilm", "ngrams"])
+def test_judge_each_judges_each_text_as_a_message_of_its_own(model, monkeypatch):
+    import memos.text.rules as rules
+
+    use_rule_model(model, monkeypatch)
+    detector = rules.default_detector()
+    texts = ["My rules: no pork", "no pork", "Things I did: at most 3 hours of sleep", "我的要求，只订高铁", "window seat"]
+    assert detector.judge_each(texts) == [detector.judge([t])[0] for t in texts]
+    assert [j.is_rule for j in detector.judge(texts)] != [j.is_rule for j in detector.judge_each(texts)]  # no 0.85 bar
+
+
 def test_each_item_of_a_short_list_is_a_rule_of_its_own(make_memory):
     # a short message's rules each hold the whole message; an item holds its heading alone,
     # so a revocation of one item leaves the others

@@ -85,6 +85,14 @@ class LLMRuleJudge:
 
     def judge(self, sentences: Sequence[str]) -> list[RuleJudgement]:
         """One judgement per sentence, by the LLM, or by the fallback (``by`` then records why)."""
+        return self._judge(sentences, each=False)
+
+    def judge_each(self, texts: Sequence[str]) -> list[RuleJudgement]:
+        """One judgement per text, each as a message of its own: the LLM judges them in one
+        request as it judges a message's sentences (the fallback judges them one by one)."""
+        return self._judge(texts, each=True)
+
+    def _judge(self, sentences: Sequence[str], *, each: bool) -> list[RuleJudgement]:
         if not sentences:
             return []
         try:
@@ -95,8 +103,8 @@ class LLMRuleJudge:
         except (LLMError, AttributeError, IndexError, TypeError, ValueError, ValidationError) as exc:
             fallback = self.fallback or default_detector()
             reason = f"{type(exc).__name__}: {exc}"[:160]
-            return [RuleJudgement(j.sentence, j.kind, j.score, f"{j.by} (fallback: {reason})")
-                    for j in fallback.judge(sentences)]
+            judged = ([fallback.judge([s])[0] for s in sentences] if each else fallback.judge(sentences))
+            return [RuleJudgement(j.sentence, j.kind, j.score, f"{j.by} (fallback: {reason})") for j in judged]
         kinds = {j.index: j.kind for j in found if 0 <= j.index < len(sentences)}
         return [RuleJudgement(s, kinds.get(i, "none"), 1.0 if kinds.get(i, "none") != "none" else 0.0, self.name)
                 for i, s in enumerate(sentences)]

@@ -325,6 +325,10 @@ class RuleClassifier:
             out.append(RuleJudgement(s, kind if p >= bar else "none", round(p, 4), self.name))
         return out
 
+    def judge_each(self, texts: Sequence[str]) -> list[RuleJudgement]:
+        """One judgement per text, each as a message of its own."""
+        return [self.judge([t])[0] for t in texts]
+
     def rules(self, text: str) -> list[RuleJudgement]:
         """The sentences of ``text`` that state rules, in order (see :func:`stated_rules`)."""
         return stated_rules(self, text)

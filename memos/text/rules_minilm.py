@@ -116,9 +116,15 @@ class MiniLMRuleClassifier:
         """One judgement per sentence of one message (in one of more than two sentences, a
         sentence must reach ``long_message_threshold``, as with the n-gram model); the n-gram
         model's judgement for a sentence the MiniLM model does not cover."""
-        bar = self.long_message_threshold if len(sentences) > 2 else self.threshold
+        return self._judge(sentences, self.long_message_threshold if len(sentences) > 2 else self.threshold)
+
+    def judge_each(self, texts: Sequence[str]) -> list[RuleJudgement]:
+        """One judgement per text, each as a message of its own (scored in one batch)."""
+        return self._judge(texts, self.threshold, each=True)
+
+    def _judge(self, sentences: Sequence[str], bar: float, *, each: bool = False) -> list[RuleJudgement]:
         covered = [self._model.covers(s) for s in sentences]
-        alone = self.ngrams.judge(sentences) if not all(covered) else []
+        alone = ((self.ngrams.judge_each if each else self.ngrams.judge)(sentences)) if not all(covered) else []
         return [RuleJudgement(s, self.ngrams.kind(s) if p >= bar else "none", round(p, 4), self.name)
                 if c else alone[i] for i, (s, p, c) in enumerate(zip(sentences, self.scores(sentences), covered, strict=True))]
 
