@@ -21,9 +21,9 @@ __all__ = ["ROLES", "Message", "as_roles", "call_input", "call_name", "message_k
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 _KEYS = {"role", "content", "name", "tool_calls", "tool_call_id"}
-# Keys an OpenAI response message carries that do not go back into a request.
 # what no OpenAI-compatible API takes in a participant's name (the strictest take only [a-zA-Z0-9_-])
 _BAD_NAME = re.compile(r"[\s<|\\/>]")
+# Keys an OpenAI response message carries that do not go back into a request.
 _DROPPED_KEYS = {"refusal", "annotations", "audio", "function_call", "reasoning_content"}
 
 
