@@ -23,6 +23,8 @@ ROLES = ("system", "developer", "user", "assistant", "tool")
 _KEYS = {"role", "content", "name", "tool_calls", "tool_call_id"}
 # what no OpenAI-compatible API takes in a participant's name (the strictest take only [a-zA-Z0-9_-])
 _BAD_NAME = re.compile(r"[\s<|\\/>]")
+# what a tool call passes, by its type: a function's JSON arguments, a custom tool's free-form input
+_CALL_KINDS = {"function": ("arguments", "a JSON string"), "custom": ("input", "a string")}
 # Keys an OpenAI response message carries that do not go back into a request.
 _DROPPED_KEYS = {"refusal", "annotations", "audio", "function_call", "reasoning_content"}
 
@@ -148,24 +150,16 @@ def _tool_calls(calls: Any, where: str) -> list[dict[str, Any]]:
             raise InvalidMessage(f"{where}: tool call id {call_id!r} appears twice")
         seen.add(call_id)
         kind = call.get("type", "function")
-        if kind == "custom":  # a custom tool's call: free-form input, not JSON arguments
-            custom = call.get("custom")
-            if not isinstance(custom, Mapping) or not isinstance(custom.get("name"), str) or not custom.get("name"):
-                raise InvalidMessage(f"{where}: tool_calls[{i}] needs 'custom' with a non-empty string 'name'")
-            text = custom.get("input", "")
-            if not isinstance(text, str):
-                raise InvalidMessage(f"{where}: tool_calls[{i}].custom.input must be a string")
-            out.append({"id": call_id, "type": "custom", "custom": {"name": custom["name"], "input": clean_text(text)}})
-            continue
-        if kind != "function":
+        if kind not in _CALL_KINDS:
             raise InvalidMessage(f"{where}: tool_calls[{i}] has type {kind!r}; expected 'function' or 'custom'")
-        fn = call.get("function")
-        if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str) or not fn.get("name"):
-            raise InvalidMessage(f"{where}: tool_calls[{i}] needs 'function' with a non-empty string 'name'")
-        args = fn.get("arguments", "")
-        if not isinstance(args, str):
-            raise InvalidMessage(f"{where}: tool_calls[{i}].function.arguments must be a JSON string")
-        out.append({"id": call_id, "type": "function", "function": {"name": fn["name"], "arguments": clean_text(args)}})
+        key, what = _CALL_KINDS[kind]
+        body = call.get(kind)
+        if not isinstance(body, Mapping) or not isinstance(body.get("name"), str) or not body.get("name"):
+            raise InvalidMessage(f"{where}: tool_calls[{i}] needs {kind!r} with a non-empty string 'name'")
+        value = body.get(key, "")
+        if not isinstance(value, str):
+            raise InvalidMessage(f"{where}: tool_calls[{i}].{kind}.{key} must be {what}")
+        out.append({"id": call_id, "type": kind, kind: {"name": body["name"], key: clean_text(value)}})
     return out
 
 
