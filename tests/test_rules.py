@@ -539,14 +539,18 @@ def test_judge_each_judges_each_text_as_a_message_of_its_own(model, monkeypatch)
     assert [j.is_rule for j in detector.judge(texts)] != [j.is_rule for j in detector.judge_each(texts)]  # no 0.85 bar
 
 
-def test_each_item_of_a_short_list_is_a_rule_of_its_own(make_memory):
+@pytest.mark.parametrize("model", ["minilm", "ngrams"])
+def test_each_item_of_a_short_list_is_a_rule_of_its_own(model, monkeypatch, make_memory):
     # a short message's rules each hold the whole message; an item holds its heading alone,
     # so a revocation of one item leaves the others
+    use_rule_model(model, monkeypatch)
     mem = make_memory(budget=4096)
-    mem.add([{"role": "user", "content": "My rules:\n- no pork\n- no alcohol"}, {"role": "assistant", "content": "Noted."}])
-    assert [f.value for f in mem.facts() if f.pinned] == ["My rules: no pork", "My rules: no alcohol"]
+    text = "My diet rules:\n- never serve me pork\n- no alcohol, ever"
+    mem.add([{"role": "user", "content": text}, {"role": "assistant", "content": "Noted."}])
+    assert [f.value for f in mem.facts() if f.pinned] == ["My diet rules: never serve me pork",
+                                                          "My diet rules: no alcohol, ever"]
     mem.add([{"role": "user", "content": "I eat pork again now."}, {"role": "assistant", "content": "Noted."}])
-    assert [f.value for f in mem.facts() if f.pinned] == ["My rules: no alcohol"]
+    assert [f.value for f in mem.facts() if f.pinned] == ["My diet rules: no alcohol, ever"]
 
 
 def test_a_list_item_keeps_its_number_and_is_read_with_its_heading():
