@@ -25,6 +25,20 @@ def pinned(mem) -> list[str]:
     return [f.value for f in mem.facts() if f.pinned]
 
 
+def tell(mem, *texts: str) -> None:
+    """Each of ``texts`` said by the user, and answered."""
+    for text in texts:
+        mem.add([{"role": "user", "content": text}, {"role": "assistant", "content": "OK."}])
+
+
+def told(model: str, monkeypatch, make_memory, *texts: str):
+    """A memory judging rules with ``model`` ('minilm' or 'ngrams') that has been told ``texts``."""
+    use_rule_model(model, monkeypatch)
+    mem = make_memory(session="rules", budget=4096)
+    tell(mem, *texts)
+    return mem
+
+
 def test_the_pairs_are_labelled_and_split_in_both_languages():
     rows = load_pairs()
     assert len({(r["old"], r["new"]) for r in rows}) == len(rows)
@@ -76,11 +90,9 @@ def test_a_word_of_change_alone_makes_no_replacement():
 ])
 def test_a_rule_that_replaces_an_earlier_one_supersedes_it(model, old, new, monkeypatch, make_memory):
     # none of these pairs is in replacements.tsv
-    use_rule_model(model, monkeypatch)
-    mem = make_memory(session="replaced", budget=4096)
-    mem.add([{"role": "user", "content": old}, {"role": "assistant", "content": "Noted."}])
+    mem = told(model, monkeypatch, make_memory, old)
     assert pinned(mem) == [old]
-    mem.add([{"role": "user", "content": new}, {"role": "assistant", "content": "OK."}])
+    tell(mem, new)
     assert pinned(mem) == [new]
     rules = {f.value: f for f in mem.facts(include_history=True) if f.kind == "constraint"}
     assert rules[old].status == "superseded" and rules[old].superseded_by == rules[new].id
@@ -97,24 +109,21 @@ def test_a_rule_that_replaces_an_earlier_one_supersedes_it(model, old, new, monk
     ("会议一律安排在下午。", "以后会议都不要超过一个小时。"),
 ])
 def test_rules_on_the_same_matter_that_hold_together_both_stay(model, old, new, monkeypatch, make_memory):
-    use_rule_model(model, monkeypatch)
-    mem = make_memory(session="both", budget=4096)
-    mem.add([{"role": "user", "content": old}, {"role": "assistant", "content": "Noted."}])
-    mem.add([{"role": "user", "content": new}, {"role": "assistant", "content": "OK."}])
+    mem = told(model, monkeypatch, make_memory, old, new)
     assert pinned(mem) == [old, new]
 
 
 def test_a_rule_pinned_with_pin_is_the_applications_and_is_not_replaced(make_memory):
     mem = make_memory(session="explicit", budget=4096)
     mem.pin(text="Always answer me in English.")
-    mem.add([{"role": "user", "content": "From now on, answer me in Italian instead."}, {"role": "assistant", "content": "OK."}])
+    tell(mem, "From now on, answer me in Italian instead.")
     assert set(pinned(mem)) == {"Always answer me in English.", "From now on, answer me in Italian instead."}
 
 
 def test_a_rule_set_later_in_time_is_not_replaced_by_one_that_arrives_late(make_memory):
     # a user message added with an older timestamp states the old value: the newer stays
     mem = make_memory(session="late", budget=4096)
-    mem.add([{"role": "user", "content": "From now on, answer me in Italian instead."}, {"role": "assistant", "content": "OK."}])
+    tell(mem, "From now on, answer me in Italian instead.")
     newer = mem.facts()[0]
     old = "Always answer me in English."
     mem.cold.apply([FactCandidate("constraint", fact_key("constraint", old), old, ("m0",), 0, pinned=True,
@@ -125,20 +134,16 @@ def test_a_rule_set_later_in_time_is_not_replaced_by_one_that_arrives_late(make_
 @pytest.mark.parametrize("model", ["minilm", "ngrams"])
 def test_a_revocation_that_names_the_new_value_sets_it(model, monkeypatch, make_memory):
     # read more surely as a revocation than as a rule: it lifted the window seat and the aisle was lost
-    use_rule_model(model, monkeypatch)
-    mem = make_memory(session="aisle", budget=4096)
-    mem.add([{"role": "user", "content": "I prefer window seats."}, {"role": "assistant", "content": "Noted."}])
-    mem.add([{"role": "user", "content": "I prefer aisle seats now."}, {"role": "assistant", "content": "OK."}])
+    mem = told(model, monkeypatch, make_memory, "I prefer window seats.", "I prefer aisle seats now.")
     assert pinned(mem) == ["I prefer aisle seats now."]
 
 
 def test_a_rule_replaced_in_a_later_session_is_replaced_in_every_session(make_memory):
     # rules belong to the user: the first chat's prompt shows the rule set in the second
     first = make_memory(session="monday", user="ines", budget=4096)
-    first.add([{"role": "user", "content": "Always answer me in English."}, {"role": "assistant", "content": "Noted."}])
+    tell(first, "Always answer me in English.")
     second = make_memory(session="tuesday", user="ines", budget=4096)
-    second.add([{"role": "user", "content": "From now on, answer me in Italian instead."},
-                {"role": "assistant", "content": "OK."}])
+    tell(second, "From now on, answer me in Italian instead.")
     first.add({"role": "user", "content": "Where were we?"})
     section = next(m["content"] for m in first.context() if m["content"].startswith("[memory: pinned]"))
     assert "answer me in Italian" in section and "answer me in English" not in section
@@ -153,10 +158,7 @@ def test_a_rule_replaced_in_a_later_session_is_replaced_in_every_session(make_me
 def test_a_sentence_that_changes_a_rules_quantity_changes_the_rule(model, old, change, monkeypatch, make_memory):
     # none of these pairs is in replacements.tsv or revisions.tsv. A change that is no rule by
     # itself is pinned with the rule it changed; one the detector takes for a rule replaces it
-    use_rule_model(model, monkeypatch)
-    mem = make_memory(session="revised", budget=4096)
-    mem.add([{"role": "user", "content": old}, {"role": "assistant", "content": "Noted."}])
-    mem.add([{"role": "user", "content": change}, {"role": "assistant", "content": "Done."}])
+    mem = told(model, monkeypatch, make_memory, old, change)
     assert pinned(mem) in ([f"{change}{CHANGES}{old})"], [change])
     rules = {f.key: f for f in mem.facts(include_history=True) if f.kind == "constraint"}
     assert rules[fact_key("constraint", old)].status == "superseded"
@@ -174,10 +176,7 @@ def test_a_setting_given_anew_replaces_the_rule_and_what_was_read_from_it(model,
                                                                         make_memory):
     # not in replacements.tsv: "set" names no matter of its own, and the setting the change
     # names is the old rule's; the facts read from the old message with its quantity go too
-    use_rule_model(model, monkeypatch)
-    mem = make_memory(session="set", budget=4096)
-    mem.add([{"role": "user", "content": old}, {"role": "assistant", "content": "Noted."}])
-    mem.add([{"role": "user", "content": change}, {"role": "assistant", "content": "Done."}])
+    mem = told(model, monkeypatch, make_memory, old, change)
     assert pinned(mem) in ([f"{change}{CHANGES}{old})"], [change])
     assert not [f for f in mem.facts() if gone in rule_said(f.value)]
     context = "\n".join(m["content"] for m in mem.context() if m["role"] == "system")
@@ -193,10 +192,7 @@ def test_a_setting_given_anew_replaces_the_rule_and_what_was_read_from_it(model,
 ])
 def test_a_revocation_that_gives_a_new_quantity_sets_it(model, old, lift, sets, monkeypatch, make_memory):
     # a lift that names the new limit lost it: the old rule went, and nothing held the new one
-    use_rule_model(model, monkeypatch)
-    mem = make_memory(session="lift", budget=4096)
-    mem.add([{"role": "user", "content": old}, {"role": "assistant", "content": "Noted."}])
-    mem.add([{"role": "user", "content": lift}, {"role": "assistant", "content": "OK."}])
+    mem = told(model, monkeypatch, make_memory, old, lift)
     assert pinned(mem) == ([f"{lift}{CHANGES}{old})"] if sets else [])
     rules = {f.key: f for f in mem.facts(include_history=True) if f.kind == "constraint"}
     assert rules[fact_key("constraint", old)].status == "invalidated"
@@ -212,12 +208,9 @@ def test_a_lone_chinese_one_is_a_quantity_only_as_a_count_or_a_day():
 def test_a_change_of_a_time_leaves_a_rule_that_asks_for_a_bit_of_something(model, monkeypatch, make_memory):
     # "简短一点" ("a bit shorter") named no hour, yet its 一 was read as one: the change of the
     # time below replaced the language rule and left the rule on the time in force
-    use_rule_model(model, monkeypatch)
     language, late = "以后回复都用中文，简短一点。", "以后别在晚上十点以后给我发消息。"
     change = "晚上的消息截止时间改到十一点。"
-    mem = make_memory(session="yi", budget=4096)
-    for text in (language, late, change):
-        mem.add([{"role": "user", "content": text}, {"role": "assistant", "content": "好的。"}])
+    mem = told(model, monkeypatch, make_memory, language, late, change)
     assert pinned(mem) == [language, f"{change}{CHANGES}{late})"]
 
 
@@ -230,32 +223,28 @@ def test_a_change_of_a_time_leaves_a_rule_that_asks_for_a_bit_of_something(model
     "Thanks for noting the taxi budget.",  # no quantity given anew
 ])
 def test_a_sentence_with_the_rules_words_that_changes_nothing_leaves_the_rule(model, said, monkeypatch, make_memory):
-    use_rule_model(model, monkeypatch)
     old = "My taxi budget is at most 40 euros a ride."
-    mem = make_memory(session="kept", budget=4096)
-    mem.add([{"role": "user", "content": old}, {"role": "assistant", "content": "Noted."}])
-    mem.add([{"role": "user", "content": said}, {"role": "assistant", "content": "OK."}])
+    mem = told(model, monkeypatch, make_memory, old, said)
     assert pinned(mem) == [old]
 
 
 def test_a_change_of_a_change_names_the_rule_first_stated(make_memory):
     old = "My taxi budget is at most 40 euros a ride."
     mem = make_memory(session="chain", budget=4096)
-    for text in (old, "Change the taxi budget to 55 euros.", "Change the taxi budget to 60 euros."):
-        mem.add([{"role": "user", "content": text}, {"role": "assistant", "content": "OK."}])
+    tell(mem, old, "Change the taxi budget to 55 euros.", "Change the taxi budget to 60 euros.")
     assert pinned(mem) == [f"Change the taxi budget to 60 euros.{CHANGES}{old})"]
     # judged against the rule first stated too: this one shares more with it than with the change
     latest = "Taxi budget: 70 euros a ride."
-    mem.add([{"role": "user", "content": latest}, {"role": "assistant", "content": "OK."}])
+    tell(mem, latest)
     assert pinned(mem) == [f"{latest}{CHANGES}{old})"]
 
 
 def test_a_change_with_no_rule_in_force_or_of_an_explicit_pin_sets_nothing(make_memory):
     mem = make_memory(session="nothing", budget=4096)
-    mem.add([{"role": "user", "content": "Change the taxi budget to 55 euros."}, {"role": "assistant", "content": "OK."}])
+    tell(mem, "Change the taxi budget to 55 euros.")
     assert pinned(mem) == []
     mem.pin(text="My taxi budget is at most 40 euros a ride.")  # the application's: it stays
-    mem.add([{"role": "user", "content": "Change the taxi budget to 70 euros."}, {"role": "assistant", "content": "OK."}])
+    tell(mem, "Change the taxi budget to 70 euros.")
     assert pinned(mem) == ["My taxi budget is at most 40 euros a ride."]
 
 
