@@ -24,7 +24,10 @@ It also measures the revision path (:meth:`ReplacementClassifier.revises`) on
 changes one of its quantities ("Change the budget to $250.") or does not (a one-off request
 with an amount, a question, someone else's setting, a past event). Its splits: *dev* (written
 first, and read while the gates were chosen), *holdout* (written next, read once the weights
-had changed once more) and *holdout2* (written last, measured once). The revision pairs of
+had changed once more), *holdout2* (written next, measured once) and *holdout3* (one-off
+actions with a word of change, "Move the dentist appointment to 4pm.", and changes, written
+before the gates on a quantity's kind and on a thing pointed at; the other half of them is in
+*dev*). The revision pairs of
 the *train* split of ``replacements.tsv`` (category ``revision…``) are fitted on, less those
 the gates already rule out.
 """
@@ -91,7 +94,7 @@ def evaluate(classifier: ReplacementClassifier | None = None) -> dict[str, Any]:
     errors = [{**r, "score": round(clf.score(r["old"], r["new"]), 3)} for r in pairs
               if r["split"] != "train" and clf.replaces(r["old"], r["new"]) != (r["label"] == "replaces")]
     revisions = load_revisions()
-    for split in ("dev", "holdout", "holdout2"):
+    for split in ("dev", "holdout", "holdout2", "holdout3"):
         for lang in ("en", "zh"):
             rows = [r for r in revisions if r["split"] == split and r["lang"] == lang]
             results[f"revisions {split}/{lang}"] = _rates([r["label"] == "replaces" for r in rows],

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from benchmarks.replacements import evaluate, load_pairs
 from memos.store import Store
-from memos.text.replacements import MAX_TERMS, ReplacementClassifier, _terms, new_terms, pair_features, quantities
+from memos.text.replacements import MAX_TERMS, ReplacementClassifier, _terms, new_terms, pair_features, quantities, quantity_kinds
 from memos.tiers.cold import ColdTier, FactCandidate
 from memos.tiers.facts import CHANGES, fact_key, rule_said
 from tests.test_rules import use_rule_model
@@ -226,6 +226,34 @@ def test_a_sentence_with_the_rules_words_that_changes_nothing_leaves_the_rule(mo
     old = "My taxi budget is at most 40 euros a ride."
     mem = told(model, monkeypatch, make_memory, old, said)
     assert pinned(mem) == [old]
+
+
+@pytest.mark.parametrize("model", ["minilm", "ngrams"])
+@pytest.mark.parametrize(("old", "said"), [
+    ("Keep my replies under 150 words.", "Reduce this draft to 80 words."),  # a thing pointed at
+    ("Keep the hotel under 200 euros a night.", "Push the hotel checkout back 2 days."),  # days, not euros
+    ("回复控制在两百字以内。", "把这封邮件缩短到一百字。"),
+    ("酒店每晚不超过600元。", "把酒店预订改成住四晚。"),
+])
+def test_a_one_off_change_of_another_quantity_or_of_one_thing_leaves_the_rule(model, old, said, monkeypatch,
+                                                                               make_memory):
+    mem = told(model, monkeypatch, make_memory, old, said)
+    assert pinned(mem) == [old]
+
+
+def test_quantity_kinds_are_read_from_units():
+    assert quantity_kinds("Keep it under $500, 2 hours or 90 minutes, by 6pm or 18:30.") == {
+        "money", "duration", "time"}
+    assert quantity_kinds("酒店每晚不超过600元，住四晚，一个半小时，一张纸印两页。") == {"money", "晚", "duration", "张", "页"}
+    assert quantity_kinds("Wake me at 7 every morning.") == {"?"}  # no unit: any kind
+
+
+@pytest.mark.parametrize("model", ["minilm", "ngrams"])
+def test_a_change_to_one_of_a_count_changes_the_rule(model, monkeypatch, make_memory):
+    # 一 before a measure word is a quantity: "一次" gives "两次" anew
+    old, change = "每周最多点两次外卖。", "外卖的次数改成一次。"
+    mem = told(model, monkeypatch, make_memory, old, change)
+    assert pinned(mem) == [f"{change}{CHANGES}{old})"]
 
 
 def test_a_change_of_a_change_names_the_rule_first_stated(make_memory):

@@ -32,7 +32,7 @@ from .rules import _CJK, _EN_CUES, _ZH_CUES, _ZH_KIN
 from .terms import content_terms
 
 __all__ = ["MAX_TERMS", "REPLACEMENTS_FILE", "ReplacementClassifier", "changes_quantity", "default_replacement_classifier",
-           "new_terms", "no_change_reason", "pair_features", "quantities"]
+           "new_terms", "no_change_reason", "pair_features", "quantities", "quantity_kinds"]
 
 REPLACEMENTS_FILE = Path(__file__).with_name("replacements_model.json.gz")
 # The most words (or Chinese character pairs) a rule of the pairs the model was fitted on has:
@@ -66,6 +66,10 @@ _ABOUT = {
                           r"month|morning|evening)|just this once|right now|for now|next (?:monday|tuesday|wednesday|"
                           r"thursday|friday|saturday|sunday|weekend))\b", re.I),
                re.compile(r"今晚|今天|明天|这次|这一次|就这一次|这一单|这单|下周[一二三四五六日]|先别|再")),
+    # a thing pointed at ("Reduce this draft to 50 words.", "这份文件打印五份。") is this one thing,
+    # not the matter of a standing rule
+    "this one": (re.compile(r"\b(?:this|these|those) (?!(?:is|are|was|were|to|for|as|one)\b)[a-z]", re.I),
+                 re.compile(r"[这那](?:[些家首篇封条款单辆台件]|[{m}])".format(m="个次天晚杯张段小分周年月块元本位份间趟件岁斤公米层刻页集瓶碗盒双"))),
 }
 # "Set <setting> to <value>" / "<setting>设成<value>": the setting named, whose words an earlier
 # rule on that setting holds ("Set my taxi budget to 70 euros a ride." after "My taxi budget is …")
@@ -76,7 +80,18 @@ _SETTING = (re.compile(r"\bset\s+(?:up\s+)?(.+?)\s+(?:to|at|as|for)\b", re.I),
 _MEASURE = "个次天晚杯张段小分周年月块元本位份间趟件岁斤公米层刻页集瓶碗盒双"
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*|(?:[零二两三四五六七八九十百千万半]|一(?=[零一二两三四五六七八九十百千万半]))"
                      rf"[零一二两三四五六七八九十百千万半]*|(?<=[周第期])一|一(?=[{_MEASURE}])")
-_QUANTITY = re.compile(r"\d|[两三四五六七八九十百千万半]")
+# the unit after a number says what it counts; units of one kind compare ("2 hours" and "90 minutes")
+_CURRENCY = "$€£¥"
+_UNIT = re.compile(r"\s*(%|[a-z']+|个?半?(?:小时|分钟|钟头|[\u4e00-\u9fff]))", re.I)
+_UNIT_KIND = {word: kind for kind, words in {
+    "money": "euro dollar buck usd eur gbp yuan rmb 块 元 刀",
+    "time": "am pm o'clock 点",
+    "duration": "hour hr minute min second sec 小时 个小时 半小时 个半小时 分钟 钟头 个钟头 秒",
+    "date": "st nd rd th 号 日",
+    "share": "% percent 成",
+} .items() for word in words.split()}
+# words after a number that are no unit ("at 7 every morning", "up to 3 a day")
+_NO_UNIT = frozenset("a an the and or on in at to for per each every from before after with by of if when than".split())
 _NEGATION = re.compile(r"\b(?:no|not|never|don't|do not|avoid|without|nothing)\b|[不别没勿禁]", re.I)
 
 
@@ -158,7 +173,7 @@ def no_change_reason(sentence: str) -> str | None:
     ``None`` when none of these holds."""
     if sentence.rstrip().endswith(("?", "？")):
         return "question"
-    if not _QUANTITY.search(sentence):
+    if not _NUMBER.search(sentence):
         return "no quantity"
     zh = bool(_CJK.search(sentence))
     return next((name for name, (en_rx, zh_rx) in _ABOUT.items() if (zh_rx if zh else en_rx).search(sentence)), None)
@@ -169,10 +184,35 @@ def quantities(text: str) -> frozenset[str]:
     return frozenset(_NUMBER.findall(text))
 
 
+def quantity_kinds(text: str) -> frozenset[str]:
+    """What each quantity ``text`` names counts, read from its unit: ``money``, ``time`` (of
+    day), ``duration``, ``date``, ``share``, or the unit itself ("night", 杯); ``?`` when no
+    unit follows it."""
+    kinds = set()
+    for m in _NUMBER.finditer(text):
+        if m.start() and text[m.start() - 1] in _CURRENCY:
+            kinds.add("money")
+            continue
+        if ":" in m.group(0):
+            kinds.add("time")
+            continue
+        unit = _UNIT.match(text, m.end())
+        word = unit.group(1).lower() if unit else ""
+        if len(word) > 3 and word.endswith("s"):
+            word = word[:-1]
+        kinds.add("?" if not word or word in _NO_UNIT else _UNIT_KIND.get(word, word))
+    return frozenset(kinds)
+
+
 def changes_quantity(old: str, new: str) -> bool:
-    """Whether ``new`` gives a quantity of ``old``'s anew: both name one, and not the same."""
+    """Whether ``new`` gives a quantity of ``old``'s anew: both name one, not the same, and of a
+    kind ``old``'s are (:func:`quantity_kinds`; a quantity with no unit may be of any kind):
+    "Change the print job to 5 copies." gives no "2 pages per sheet" anew."""
     a, b = quantities(old), quantities(new)
-    return bool(a and b and a != b)
+    if not (a and b and a != b):
+        return False
+    ka, kb = quantity_kinds(old), quantity_kinds(new)
+    return "?" in ka or "?" in kb or bool(ka & kb)
 
 
 class ReplacementClassifier(LinearModel):
