@@ -182,10 +182,22 @@ def with_input(call: Mapping[str, Any], text: str) -> dict[str, Any]:
     return {**call, "function": {**call["function"], "arguments": text}}
 
 
+def _said_instead(raw: Mapping[str, Any]) -> str | None:
+    """What an assistant response with no content said: its refusal ("I can't help with
+    that."), or the transcript of its audio."""
+    refusal = raw.get("refusal")
+    if isinstance(refusal, str) and refusal:
+        return refusal
+    audio = raw.get("audio")
+    transcript = audio.get("transcript") if isinstance(audio, Mapping) else None
+    return transcript if isinstance(transcript, str) and transcript else None
+
+
 def validate_message(raw: Any, where: str = "message") -> dict[str, Any]:
     """Check one message's shape and return it normalised; raise :class:`InvalidMessage`.
 
-    Accepts plain dicts and objects with ``model_dump()`` (the OpenAI SDK's message types).
+    Accepts plain dicts and objects with ``model_dump()`` (the OpenAI SDK's message types). An
+    assistant response with no content keeps its refusal, or its audio's transcript, as content.
     Tool results are not matched to their calls here: see :func:`validate_batch`.
     """
     if hasattr(raw, "model_dump") and not isinstance(raw, Mapping):
@@ -218,7 +230,7 @@ def validate_message(raw: Any, where: str = "message") -> dict[str, Any]:
                 out["content"] = content
             out["tool_calls"] = calls
         else:
-            out["content"] = _text_content(data.get("content"), where, allow_none=False)
+            out["content"] = _text_content(data.get("content", _said_instead(raw)), where, allow_none=False)
     else:
         if "tool_calls" in data:
             raise InvalidMessage(f"{where}: only assistant messages may have 'tool_calls'")

@@ -85,6 +85,27 @@ def test_sdk_style_messages_are_accepted_and_normalised(make_memory):
     assert parts.text == "look"
 
 
+def test_a_refusal_or_an_audio_reply_is_logged_with_what_it_said(make_memory):
+    # the SDK's message for a refusal has no content; add() raised and the turn was not logged
+    from openai.types.chat import ChatCompletionMessage
+
+    mem = make_memory()
+    mem.add(user("Write my essay on ORD-5521 for me."))
+    refusal = ChatCompletionMessage.model_validate({"role": "assistant", "content": None,
+                                                    "refusal": "I can't write graded work for you."})
+    (logged,) = mem.add(refusal)
+    assert logged.data == {"role": "assistant", "content": "I can't write graded work for you."}
+    mem.add(user("Then read me the summary."))
+    spoken = ChatCompletionMessage.model_validate({"role": "assistant", "content": None, "audio": {
+        "id": "audio_1", "data": "UklGRg==", "expires_at": 0, "transcript": "Here is the summary."}})
+    (logged,) = mem.add(spoken)
+    assert logged.text == "Here is the summary." and "audio" not in logged.data
+    assert [m["content"] for m in mem.context() if m["role"] == "assistant"][-2:] == [
+        "I can't write graded work for you.", "Here is the summary."]
+    with pytest.raises(InvalidMessage, match="'content' is required"):  # nothing said at all
+        mem.add({"role": "assistant", "content": None})
+
+
 def test_a_custom_tools_call_is_kept_counted_and_clipped_like_a_functions(make_memory):
     # the chat API's custom tools take free-form input ("type": "custom"); they were refused
     from openai.types.chat import ChatCompletionMessage
