@@ -51,6 +51,8 @@ _CUES = {
     "also": re.compile(r"\b(?:either|too|also|as well|another)\b|也|还|另外", re.I),
     "scope": re.compile(r"\b(?:for|on|in|during|at night|when|if)\b|的话|的时候|工作日|周末|白天|晚上", re.I),
 }
+# Chinese measure words ("两杯", "三晚", "一份")
+_MEASURE = "个次天晚杯张段小分周年月块元本位份间趟件岁斤公米层刻页集瓶碗盒双"
 # who or when the new sentence is about, read as the rule detector reads them: a sentence about
 # someone else ("My husband changed his seat to window."), past events or this one time ("Book
 # the direct flight at 4pm.") or a question changes no rule of the user's
@@ -69,7 +71,7 @@ _ABOUT = {
     # a thing pointed at ("Reduce this draft to 50 words.", "这份文件打印五份。") is this one thing,
     # not the matter of a standing rule
     "this one": (re.compile(r"\b(?:this|these|those) (?!(?:is|are|was|were|to|for|as|one)\b)[a-z]", re.I),
-                 re.compile(r"[这那](?:[些家首篇封条款单辆台件]|[{m}])".format(m="个次天晚杯张段小分周年月块元本位份间趟件岁斤公米层刻页集瓶碗盒双"))),
+                 re.compile(rf"[这那][些家首篇封条款单辆台{_MEASURE}]")),
 }
 # "Set <setting> to <value>" / "<setting>设成<value>": the setting named, whose words an earlier
 # rule on that setting holds ("Set my taxi budget to 70 euros a ride." after "My taxi budget is …")
@@ -77,19 +79,18 @@ _SETTING = (re.compile(r"\bset\s+(?:up\s+)?(.+?)\s+(?:to|at|as|for)\b", re.I),
             re.compile(r"(?:^|[，,。；;！!])(?:把|将)?([^，,。；;！!]+?)(?:设[成为到置]|定[为成])"))
 # a lone 一 is a number only as a count or a day ("一次", "一小时", "周一"): in 一下, 一点, 一定, 一起
 # ("a bit", "surely", "together") it is none, and "简短一点" ("a bit shorter") gave no time of day
-_MEASURE = "个次天晚杯张段小分周年月块元本位份间趟件岁斤公米层刻页集瓶碗盒双"
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*|(?:[零二两三四五六七八九十百千万半]|一(?=[零一二两三四五六七八九十百千万半]))"
                      rf"[零一二两三四五六七八九十百千万半]*|(?<=[周第期])一|一(?=[{_MEASURE}])")
 # the unit after a number says what it counts; units of one kind compare ("2 hours" and "90 minutes")
 _CURRENCY = "$€£¥"
-_UNIT = re.compile(r"\s*(%|[a-z']+|个?半?(?:小时|分钟|钟头|[\u4e00-\u9fff]))", re.I)
+_UNIT = re.compile(r"\s*(%|[a-z']+|[个半]*(?:小时|分钟|钟头|[\u4e00-\u9fff]))", re.I)
 _UNIT_KIND = {word: kind for kind, words in {
     "money": "euro dollar buck usd eur gbp yuan rmb 块 元 刀",
     "time": "am pm o'clock 点",
-    "duration": "hour hr minute min second sec 小时 个小时 半小时 个半小时 分钟 钟头 个钟头 秒",
+    "duration": "hour hr minute min second sec 小时 分钟 钟头 秒",
     "date": "st nd rd th 号 日",
     "share": "% percent 成",
-} .items() for word in words.split()}
+}.items() for word in words.split()}
 # words after a number that are no unit ("at 7 every morning", "up to 3 a day")
 _NO_UNIT = frozenset("a an the and or on in at to for per each every from before after with by of if when than".split())
 _NEGATION = re.compile(r"\b(?:no|not|never|don't|do not|avoid|without|nothing)\b|[不别没勿禁]", re.I)
@@ -197,7 +198,7 @@ def quantity_kinds(text: str) -> frozenset[str]:
             kinds.add("time")
             continue
         unit = _UNIT.match(text, m.end())
-        word = unit.group(1).lower() if unit else ""
+        word = unit.group(1).lower().lstrip("个半") or "个" if unit else ""  # "一个半小时": 小时
         if len(word) > 3 and word.endswith("s"):
             word = word[:-1]
         kinds.add("?" if not word or word in _NO_UNIT else _UNIT_KIND.get(word, word))
