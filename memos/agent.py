@@ -54,11 +54,11 @@ def run_turn(
         result.prompt_tokens.append(memory.counter.count_messages(messages) + memory.counter.count_tools(all_tools))
         response = client.chat.completions.create(model=model, messages=messages, tools=all_tools, **create_kwargs)
         message = response.choices[0].message
-        memory.add(message)
+        (logged,) = memory.add(message)
         result.steps += 1
         calls = list(message.tool_calls or [])
         if not calls:
-            result.reply = message.content or ""
+            result.reply = logged.text  # the content, or what a refusal said
             return result
         for call in calls:
             fn = getattr(call, "function", None)

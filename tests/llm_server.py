@@ -127,6 +127,8 @@ class FakeOpenAI:
             found = results[0]["text"] if results else "nothing"
             return _message({"role": "assistant", "content": f"From memory: {found}"})
         user_text = str(last.get("content", ""))
+        if re.search(r"\bgraded essay\b", user_text, re.I):  # what a model refuses: no content, a refusal
+            return _message({"role": "assistant", "content": None, "refusal": "I can't write graded work for you."})
         retrieve = next((t for t in sorted(tools) if t.endswith("retrieve")), None)  # memos' tool, maybe prefixed
         if retrieve and re.search(r"\b(what was|remind me)\b", user_text, re.I):
             n = len(self.requests)

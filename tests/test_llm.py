@@ -134,6 +134,17 @@ def test_run_turn_executes_memory_tools_and_reports_other_calls(server, store):
     mem.close()
 
 
+def test_run_turn_logs_a_refusal_and_returns_it_as_the_reply(server, store):
+    # the response's message has no content, only a refusal: add() raised, and `memos chat` with it
+    mem = Memory("refusal", store=store, budget=2000)
+    client = make_client(config(server))
+    result = mem.run_turn(client, "test-model", "Write my graded essay for me.")
+    assert result.reply == "I can't write graded work for you." and result.steps == 1
+    assert mem.history()[-1].data == {"role": "assistant", "content": "I can't write graded work for you."}
+    assert mem.run_turn(client, "test-model", "Fine, book a taxi.").reply == "OK: Fine, book a taxi."
+    mem.close()
+
+
 def test_run_turn_passes_a_custom_tools_input_to_execute(server, store):
     mem = Memory("custom", store=store, budget=2000)
     patch_tool = {"type": "custom", "custom": {"name": "apply_patch", "description": "Apply a patch to the repo."}}
