@@ -241,6 +241,16 @@ def test_a_one_off_change_of_another_quantity_or_of_one_thing_leaves_the_rule(mo
     assert pinned(mem) == [old]
 
 
+@pytest.mark.parametrize("model", ["minilm", "ngrams"])
+@pytest.mark.parametrize(("old", "change"), [
+    ("每个月预算不超过400元。", "从这个月开始，预算改成500元。"),  # a time pointed at, not a thing
+    ("每周健身三次。", "这周起健身改成四次。"),
+])
+def test_a_change_from_this_month_on_changes_the_rule(model, old, change, monkeypatch, make_memory):
+    mem = told(model, monkeypatch, make_memory, old, change)
+    assert pinned(mem) == [f"{change}{CHANGES}{old})"]
+
+
 def test_quantity_kinds_are_read_from_units():
     assert quantity_kinds("Keep it under $500, 2 hours or 90 minutes, by 6pm or 18:30.") == {
         "money", "duration", "time"}

@@ -69,10 +69,11 @@ _ABOUT = {
                           r"thursday|friday|saturday|sunday|weekend))\b", re.I),
                re.compile(r"今晚|今天|明天|这次|这一次|就这一次|这一单|这单|下周[一二三四五六日]|先别|再")),
     # a thing pointed at ("Reduce this draft to 50 words.", "这份文件打印五份。") is this one thing,
-    # not the matter of a standing rule
+    # not the matter of a standing rule; a time pointed at is not ("从这个月开始", "这周起")
     "this one": (re.compile(r"\b(?:this|these|those) (?!(?:is|are|was|were|to|for|as|one)\b)[a-z]", re.I),
-                 re.compile(rf"[这那][些家首篇封条款单辆台{_MEASURE}]")),
+                 re.compile(r"[这那](?:些|个(?!月|星期|礼拜|周|季度|学期)|[家首篇封条款单辆台份张本件瓶碗盒双杯段位间趟层页集])")),
 }
+_STANDING = (re.compile(_EN_CUES["standing"], re.I), re.compile(_ZH_CUES["standing"]))
 # "Set <setting> to <value>" / "<setting>设成<value>": the setting named, whose words an earlier
 # rule on that setting holds ("Set my taxi budget to 70 euros a ride." after "My taxi budget is …")
 _SETTING = (re.compile(r"\bset\s+(?:up\s+)?(.+?)\s+(?:to|at|as|for)\b", re.I),
@@ -177,7 +178,9 @@ def no_change_reason(sentence: str) -> str | None:
     if not _NUMBER.search(sentence):
         return "no quantity"
     zh = bool(_CJK.search(sentence))
-    return next((name for name, (en_rx, zh_rx) in _ABOUT.items() if (zh_rx if zh else en_rx).search(sentence)), None)
+    standing = _STANDING[zh].search(sentence)  # "these reminders ... from now on" are no one thing
+    return next((name for name, (en_rx, zh_rx) in _ABOUT.items()
+                 if (zh_rx if zh else en_rx).search(sentence) and not (name == "this one" and standing)), None)
 
 
 def quantities(text: str) -> frozenset[str]:
