@@ -51,8 +51,6 @@ _CUES = {
     "also": re.compile(r"\b(?:either|too|also|as well|another)\b|也|还|另外", re.I),
     "scope": re.compile(r"\b(?:for|on|in|during|at night|when|if)\b|的话|的时候|工作日|周末|白天|晚上", re.I),
 }
-# Chinese measure words ("两杯", "三晚", "一份")
-_MEASURE = "个次天晚杯张段小分周年月块元本位份间趟件岁斤公米层刻页集瓶碗盒双"
 # who or when the new sentence is about, read as the rule detector reads them: a sentence about
 # someone else ("My husband changed his seat to window."), past events or this one time ("Book
 # the direct flight at 4pm.") or a question changes no rule of the user's
@@ -80,6 +78,7 @@ _SETTING = (re.compile(r"\bset\s+(?:up\s+)?(.+?)\s+(?:to|at|as|for)\b", re.I),
             re.compile(r"(?:^|[，,。；;！!])(?:把|将)?([^，,。；;！!]+?)(?:设[成为到置]|定[为成])"))
 # a lone 一 is a number only as a count or a day ("一次", "一小时", "周一"): in 一下, 一点, 一定, 一起
 # ("a bit", "surely", "together") it is none, and "简短一点" ("a bit shorter") gave no time of day
+_MEASURE = "个次天晚杯张段小分周年月块元本位份间趟件岁斤公米层刻页集瓶碗盒双"
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*|(?:[零二两三四五六七八九十百千万半]|一(?=[零一二两三四五六七八九十百千万半]))"
                      rf"[零一二两三四五六七八九十百千万半]*|(?<=[周第期])一|一(?=[{_MEASURE}])")
 # the unit after a number says what it counts; units of one kind compare ("2 hours" and "90 minutes")
