@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .messages import call_input, call_name
+
 if TYPE_CHECKING:
     from .memory import Memory
 
@@ -56,25 +58,24 @@ def run_turn(
         message = response.choices[0].message
         (logged,) = memory.add(message)
         result.steps += 1
-        calls = list(message.tool_calls or [])
+        calls = logged.data.get("tool_calls") or []  # normalised: function and custom calls alike
         if not calls:
             result.reply = logged.text  # the content, or what a refusal said
             return result
         for call in calls:
-            fn = getattr(call, "function", None)
-            if fn is None:  # a custom tool's call: its free-form input goes to ``execute`` as {"input": ...}
-                name, args = call.custom.name, {"input": call.custom.input}
+            name, given = call_name(call), call_input(call)
+            if call["type"] == "custom":  # its free-form input goes to ``execute`` as {"input": ...}
+                args = {"input": given}
+            elif memory.is_memory_tool(name):
+                memory.add(memory.handle_tool_call(call))
+                result.memory_calls.append(name)
+                continue
             else:
-                name = fn.name
-                if memory.is_memory_tool(name):
-                    memory.add(memory.handle_tool_call(call))
-                    result.memory_calls.append(name)
-                    continue
                 try:
-                    args = json.loads(fn.arguments or "{}")
+                    args = json.loads(given or "{}")
                 except ValueError:
-                    args = {"_raw": fn.arguments}
-            result.other_calls.append({"id": call.id, "name": name, "arguments": args})
+                    args = {"_raw": given}
+            result.other_calls.append({"id": call["id"], "name": name, "arguments": args})
             if execute is not None:
                 try:
                     content = execute(name, args)
@@ -82,6 +83,6 @@ def run_turn(
                     content = json.dumps({"status": "error", "error": f"{type(exc).__name__}: {exc}"})
             else:
                 content = json.dumps({"status": "error", "error": f"tool {name!r} is not available here"})
-            memory.add({"role": "tool", "tool_call_id": call.id, "content": content})
+            memory.add({"role": "tool", "tool_call_id": call["id"], "content": content})
     result.stopped_by_step_cap = True
     return result

@@ -34,7 +34,7 @@ from .text.attributes import AttributeClassifier, default_attribute_classifier
 from .text.corrections import CorrectionClassifier, default_correction_classifier
 from .text.replacements import no_change_reason
 from .text.revocations import RevocationClassifier, default_revocation_classifier
-from .text.rules import RuleDetector, RuleJudgement, default_detector, has_words
+from .text.rules import RuleDetector, RuleJudgement, default_detector, has_words, judge_each_text
 from .text.sentences import headings, in_context, list_item, split_clauses, split_sentences, without_code
 from .tiers.cold import Fact, FactCandidate, Invalidation, fact_key
 
@@ -166,8 +166,7 @@ class RuleExtractor:
         judged = detector.judge(texts) if m.role == "user" and sentences else []
         items = [i for i, head in enumerate(heads) if head is not None] if judged else []
         if items:  # an item is judged as a message of its own, with its heading and alone
-            each = getattr(detector, "judge_each", None) or (lambda ts: [detector.judge([t])[0] for t in ts])
-            read = each([texts[i] for i in items] + [list_item(sentences[i]) for i in items])
+            read = judge_each_text(detector, [texts[i] for i in items] + [list_item(sentences[i]) for i in items])
             for k, i in enumerate(items):
                 judged[i] = _item_judgement(read[k], read[k + len(items)])
         revocations = self.revocations or default_revocation_classifier()

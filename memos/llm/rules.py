@@ -15,7 +15,7 @@ from typing import Any, Literal
 import openai
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ..text.rules import RuleDetector, RuleJudgement, default_detector
+from ..text.rules import RuleDetector, RuleJudgement, default_detector, judge_each_text
 from .client import LLMConfig, LLMError, complete, make_client
 
 __all__ = ["JUDGE_RULES_TOOL", "LLMRuleJudge"]
@@ -103,7 +103,7 @@ class LLMRuleJudge:
         except (LLMError, AttributeError, IndexError, TypeError, ValueError, ValidationError) as exc:
             fallback = self.fallback or default_detector()
             reason = f"{type(exc).__name__}: {exc}"[:160]
-            judged = ([fallback.judge([s])[0] for s in sentences] if each else fallback.judge(sentences))
+            judged = judge_each_text(fallback, sentences) if each else fallback.judge(sentences)
             return [RuleJudgement(j.sentence, j.kind, j.score, f"{j.by} (fallback: {reason})") for j in judged]
         kinds = {j.index: j.kind for j in found if 0 <= j.index < len(sentences)}
         return [RuleJudgement(s, kinds.get(i, "none"), 1.0 if kinds.get(i, "none") != "none" else 0.0, self.name)

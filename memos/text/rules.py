@@ -41,7 +41,7 @@ from typing import Any, Protocol, runtime_checkable
 from .sentences import split_sentences, without_code
 
 __all__ = ["RULE_KINDS", "RuleClassifier", "RuleDetector", "RuleJudgement", "bare", "default_classifier",
-           "default_detector", "features", "has_words", "load_model", "stated_rules", "unquoted"]
+           "default_detector", "features", "has_words", "judge_each_text", "load_model", "stated_rules", "unquoted"]
 
 RULE_KINDS = ("constraint", "preference")
 MODEL_FILE = Path(__file__).with_name("rules_model.json.gz")
@@ -76,6 +76,13 @@ class RuleDetector(Protocol):
     def judge(self, sentences: Sequence[str]) -> list[RuleJudgement]:
         """One judgement per sentence of one message, in order."""
         ...
+
+
+def judge_each_text(detector: RuleDetector, texts: Sequence[str]) -> list[RuleJudgement]:
+    """One judgement per text, each as a message of its own: the detector's ``judge_each``
+    (one batch, one request) when it has one, else its ``judge`` of each text alone."""
+    each = getattr(detector, "judge_each", None)
+    return each(texts) if each is not None else [detector.judge([t])[0] for t in texts]
 
 
 # -- features --------------------------------------------------------------------------
