@@ -13,7 +13,16 @@ from hypothesis import strategies as st
 
 from benchmarks.replacements import evaluate, load_pairs
 from memos.store import Store
-from memos.text.replacements import MAX_TERMS, ReplacementClassifier, _terms, new_terms, pair_features, quantities, quantity_kinds
+from memos.text.replacements import (
+    MAX_TERMS,
+    ReplacementClassifier,
+    _terms,
+    new_terms,
+    no_change_reason,
+    pair_features,
+    quantities,
+    quantity_kinds,
+)
 from memos.tiers.cold import ColdTier, FactCandidate
 from memos.tiers.facts import CHANGES, fact_key, rule_said
 from tests.test_rules import use_rule_model
@@ -249,6 +258,50 @@ def test_a_one_off_change_of_another_quantity_or_of_one_thing_leaves_the_rule(mo
 def test_a_change_from_this_month_on_changes_the_rule(model, old, change, monkeypatch, make_memory):
     mem = told(model, monkeypatch, make_memory, old, change)
     assert pinned(mem) == [f"{change}{CHANGES}{old})"]
+
+
+# an amount acted on (moved, paid, printed, bought) is this action's, not a setting's: a verb
+# then the amount, with no rate and no standing cue
+AMOUNTS_ACTED_ON = [
+    "Move $300 from checking to savings.", "Transfer 200 euros to my savings account.", "Pay 45 dollars to the plumber.",
+    "Withdraw $60 for the taxi.", "Print 5 copies of the agenda.", "Order 2 more bottles of vitamin D.",
+    "Book 3 rooms at the Hilton.", "Please send 50 dollars to Mia.", "Buy 6 bagels on the way home.",
+    "Cancel 1 of the streaming subscriptions.",
+    "转2000块到我的储蓄账户。", "买2瓶维生素D。", "退掉1个视频会员。", "打印5份会议议程。", "帮我取500块现金。", "给物业交300块。",
+]
+# the same shape that does set a quantity: a verb of keeping or limiting, a rate, a standing cue
+SETTINGS_GIVEN = [
+    "Keep $800 in checking.", "Allow 3 drinks a week now.", "Print 4 pages per sheet.", "Budget 70 euros a ride for taxis.",
+    "Save 15 percent of every paycheck instead.", "Send 20 percent of my salary to savings from now on.",
+    "Limit 2 coffees a day.", "Cap 3 streaming subscriptions.",
+    "留3000块在活期账户就行。", "一天最多喝三杯咖啡。", "保持在22度。", "控制在300字以内。", "以后转1000块到储蓄账户。",
+]
+
+
+@pytest.mark.parametrize("said", AMOUNTS_ACTED_ON)
+def test_an_amount_acted_on_changes_no_rule(said):
+    assert no_change_reason(said) == "amount acted on"
+
+
+@pytest.mark.parametrize("said", SETTINGS_GIVEN)
+def test_a_quantity_kept_limited_or_given_a_rate_may_change_a_rule(said):
+    assert no_change_reason(said) != "amount acted on"
+
+
+@pytest.mark.parametrize("model", ["minilm", "ngrams"])
+@pytest.mark.parametrize(("old", "said", "change"), [
+    ("Keep a $500 minimum in my checking account.", "Move $300 from checking to savings.",
+     "Change the checking minimum to $300."),
+    ("Never pay the plumber more than 60 dollars.", "Pay 45 dollars to the plumber.",
+     "Change the plumber limit to 80 dollars."),
+    ("储蓄账户里至少留一万块。", "转2000块到我的储蓄账户。", "储蓄账户的最低余额改成八千块。"),
+])
+def test_moving_money_leaves_the_rule_on_it_and_a_change_still_changes_it(model, old, said, change, monkeypatch,
+                                                                          make_memory):
+    mem = told(model, monkeypatch, make_memory, old, said)
+    assert pinned(mem) == [old]
+    tell(mem, change)
+    assert [line.split(CHANGES)[0] for line in pinned(mem)] == [change]
 
 
 def test_quantity_kinds_are_read_from_units():

@@ -51,6 +51,8 @@ _CUES = {
     "also": re.compile(r"\b(?:either|too|also|as well|another)\b|也|还|另外", re.I),
     "scope": re.compile(r"\b(?:for|on|in|during|at night|when|if)\b|的话|的时候|工作日|周末|白天|晚上", re.I),
 }
+# the measure words a Chinese number counts with ("两杯", "三晚", "五份")
+_MEASURE = "个次天晚杯张段小分周年月块元本位份间趟件岁斤公米层刻页集瓶碗盒双"
 # who or when the new sentence is about, read as the rule detector reads them: a sentence about
 # someone else ("My husband changed his seat to window."), past events or this one time ("Book
 # the direct flight at 4pm.") or a question changes no rule of the user's
@@ -70,15 +72,29 @@ _ABOUT = {
     # not the matter of a standing rule; a time pointed at is not ("从这个月开始", "这周起")
     "this one": (re.compile(r"\b(?:this|these|those) (?!(?:is|are|was|were|to|for|as|one)\b)[a-z]", re.I),
                  re.compile(r"[这那](?:些|个(?!月|星期|礼拜|周|季度|学期)|[家首篇封条款单辆台份张本件瓶碗盒双杯段位间趟层页集])")),
+    # an amount acted on, the object of the verb that opens the sentence ("Move $300 from checking
+    # to savings.", "Print 5 copies of the agenda.", "转2000块到储蓄账户。"), is this action's: a verb
+    # of keeping or limiting ("Keep $800 in checking.", 留, 保持, 控制) gives a setting, and so
+    # does an amount with a rate ("Allow 3 drinks a week now.", "一天最多三杯")
+    "amount acted on": (
+        re.compile(r"^(?!.*\b(?:(?:a|an|per|each|every)\s+(?:day|night|week|month|year|hour|ride|trip|meal|person|"
+                   r"sheet|page|paycheck|time)|daily|nightly|weekly|monthly|yearly)\b)"
+                   r"(?:please\s+|just\s+|go ahead and\s+|(?:can|could) you\s+)?"
+                   r"(?!(?:keep|set|make|use|cap|limit|allow|budget|leave|hold|maintain|stay|raise|lower|increase|decrease|"
+                   r"reduce|change|adjust|bump|up)\b)[a-z]+\s+(?:another\s+|an? extra\s+|only\s+|just\s+)?[$€£¥]?\d", re.I),
+        re.compile(rf"^(?!.*(?:每|[一1](?:天|周|星期|个月|月|年|晚)|超过|以[下内上]|之内|最多|至少|不到))(?:请|麻烦你?|帮我|给我|再|你)*"
+                   rf"(?!留|保持|控制|改|调|换|设|定|提|降|放宽|缩|延|挪)(?:给[\u4e00-\u9fff]{{1,3}})?"
+                   rf"(?:(?![我你他她们的零一二两三四五六七八九十百千万])[\u4e00-\u9fff]){{1,2}}?"
+                   rf"(?:掉|了)?(?:\d+|[一二两三四五六七八九十百千万]+)[{_MEASURE}]")),
 }
 _STANDING = (re.compile(_EN_CUES["standing"], re.I), re.compile(_ZH_CUES["standing"]))
+_POINTED = ("this one", "amount acted on")  # what a standing cue beside it makes a setting
 # "Set <setting> to <value>" / "<setting>设成<value>": the setting named, whose words an earlier
 # rule on that setting holds ("Set my taxi budget to 70 euros a ride." after "My taxi budget is …")
 _SETTING = (re.compile(r"\bset\s+(?:up\s+)?(.+?)\s+(?:to|at|as|for)\b", re.I),
             re.compile(r"(?:^|[，,。；;！!])(?:把|将)?([^，,。；;！!]+?)(?:设[成为到置]|定[为成])"))
 # a lone 一 is a number only as a count or a day ("一次", "一小时", "周一"): in 一下, 一点, 一定, 一起
 # ("a bit", "surely", "together") it is none, and "简短一点" ("a bit shorter") gave no time of day
-_MEASURE = "个次天晚杯张段小分周年月块元本位份间趟件岁斤公米层刻页集瓶碗盒双"
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*|(?:[零二两三四五六七八九十百千万半]|一(?=[零一二两三四五六七八九十百千万半]))"
                      rf"[零一二两三四五六七八九十百千万半]*|(?<=[周第期])一|一(?=[{_MEASURE}])")
 # the unit after a number says what it counts; units of one kind compare ("2 hours" and "90 minutes")
@@ -179,7 +195,7 @@ def no_change_reason(sentence: str) -> str | None:
     zh = bool(_CJK.search(sentence))
     standing = _STANDING[zh].search(sentence)  # "these reminders ... from now on" are no one thing
     return next((name for name, (en_rx, zh_rx) in _ABOUT.items()
-                 if (zh_rx if zh else en_rx).search(sentence) and not (name == "this one" and standing)), None)
+                 if (zh_rx if zh else en_rx).search(sentence) and not (name in _POINTED and standing)), None)
 
 
 def quantities(text: str) -> frozenset[str]:
