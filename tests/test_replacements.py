@@ -273,7 +273,7 @@ AMOUNTS_ACTED_ON = [
 SETTINGS_GIVEN = [
     "Keep $800 in checking.", "Allow 3 drinks a week now.", "Print 4 pages per sheet.", "Budget 70 euros a ride for taxis.",
     "Save 15 percent of every paycheck instead.", "Send 20 percent of my salary to savings from now on.",
-    "Limit 2 coffees a day.", "Cap 3 streaming subscriptions.",
+    "Limit 2 coffees a day.", "Cap 3 streaming subscriptions.", "Tip 25 percent instead.",
     "留3000块在活期账户就行。", "一天最多喝三杯咖啡。", "保持在22度。", "控制在300字以内。", "以后转1000块到储蓄账户。",
 ]
 

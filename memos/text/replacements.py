@@ -75,10 +75,10 @@ _ABOUT = {
     # an amount acted on, the object of the verb that opens the sentence ("Move $300 from checking
     # to savings.", "Print 5 copies of the agenda.", "转2000块到储蓄账户。"), is this action's: a verb
     # of keeping or limiting ("Keep $800 in checking.", 留, 保持, 控制) gives a setting, and so
-    # does an amount with a rate ("Allow 3 drinks a week now.", "一天最多三杯")
+    # does an amount with a rate ("Allow 3 drinks a week now.", "一天最多三杯") or "instead"
     "amount acted on": (
         re.compile(r"^(?!.*\b(?:(?:a|an|per|each|every)\s+(?:day|night|week|month|year|hour|ride|trip|meal|person|"
-                   r"sheet|page|paycheck|time)|daily|nightly|weekly|monthly|yearly)\b)"
+                   r"sheet|page|paycheck|time)|daily|nightly|weekly|monthly|yearly|instead)\b)"
                    r"(?:please\s+|just\s+|go ahead and\s+|(?:can|could) you\s+)?"
                    r"(?!(?:keep|set|make|use|cap|limit|allow|budget|leave|hold|maintain|stay|raise|lower|increase|decrease|"
                    r"reduce|change|adjust|bump|up)\b)[a-z]+\s+(?:another\s+|an? extra\s+|only\s+|just\s+)?[$€£¥]?\d", re.I),
@@ -186,8 +186,9 @@ def _pair_features(old: str, new: str) -> tuple[tuple[str, float], ...]:
 def no_change_reason(sentence: str) -> str | None:
     """Why ``sentence``, which states no rule by itself, changes no rule of the user's
     whatever words it shares with one: it asks, it is about someone else, a past event or
-    this one time (the rule detector's closed-class cues), or it names no quantity;
-    ``None`` when none of these holds."""
+    this one time (the rule detector's closed-class cues), a thing pointed at or an amount
+    acted on ("Move $300 from checking to savings."), or it names no quantity; ``None`` when
+    none of these holds."""
     if sentence.rstrip().endswith(("?", "？")):
         return "question"
     if not _NUMBER.search(sentence):
