@@ -18,6 +18,7 @@ from memos.text.rules import (
     features,
     has_words,
     load_model,
+    named_subject,
     unquoted,
 )
 from memos.text.rules_minilm import MiniLMRuleClassifier
@@ -323,6 +324,31 @@ def use_rule_model(model: str, monkeypatch: pytest.MonkeyPatch) -> None:
         pytest.skip("needs the embedding model (MEMOS_EMBEDDING_MODEL_DIR)")
     monkeypatch.setattr(rules, "_DEFAULT", None)
     monkeypatch.setenv("MEMOS_RULE_MODEL", model)
+
+
+# Chinese writes no capitals: a name is a surname and one or two given characters, and a
+# sentence it opens, before its verb, is about that person ("Sarah loves hiking.")
+NAMED_SUBJECTS = ["李梓涵喜欢健身。", "王志宏每天都去游泳。", "欧阳娜娜从来不吃香菜。", "陈建国只喝绿茶。",
+                  "赵晓峰平时爱骑摩托车。", "孙志宏在深圳工作。"]
+# names elsewhere, words that open with a surname's character, and a standing cue beside a name
+NOT_NAMED_SUBJECTS = ["周末不要安排会议。", "高铁票一律订二等座。", "王总的邮件都要抄送我。", "给李老师的回复都用敬语。",
+                      "张伟明喜欢简洁的汇报，以后给他的报告都写短一点。", "马上要出差的话，酒店都订含早餐的。",
+                      "方便的话都用微信联系我。", "Li Ming likes hiking.", "我喜欢健身。"]
+
+
+@pytest.mark.parametrize("sentence", NAMED_SUBJECTS)
+def test_a_chinese_sentence_about_a_named_person_states_no_rule_of_the_users(sentence):
+    assert named_subject(sentence)
+    assert not default_classifier().judge([sentence])[0].is_rule
+
+
+@pytest.mark.parametrize("sentence", NOT_NAMED_SUBJECTS)
+def test_a_name_elsewhere_or_a_surnames_character_opening_a_word_is_no_named_subject(sentence):
+    assert not named_subject(sentence)
+
+
+def test_no_rule_of_the_corpus_opens_with_a_named_subject():
+    assert [r["text"] for r in load_corpus() if r["label"] != "none" and named_subject(r["text"])] == []
 
 
 @pytest.mark.parametrize("model", ["minilm", "ngrams"])

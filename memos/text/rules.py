@@ -41,7 +41,8 @@ from typing import Any, Protocol, runtime_checkable
 from .sentences import split_sentences, without_code
 
 __all__ = ["RULE_KINDS", "RuleClassifier", "RuleDetector", "RuleJudgement", "bare", "default_classifier",
-           "default_detector", "features", "has_words", "judge_each_text", "load_model", "stated_rules", "unquoted"]
+           "default_detector", "features", "has_words", "judge_each_text", "load_model", "named_subject", "stated_rules",
+           "unquoted"]
 
 RULE_KINDS = ("constraint", "preference")
 MODEL_FILE = Path(__file__).with_name("rules_model.json.gz")
@@ -151,8 +152,22 @@ _ZH_CUES = {
     "haha": r"(?:哈哈|呵呵|开玩笑)",
     "hedge": r"(?:也许|说不定|要是|在想|考虑|大概|要不|假如|真想)",
 }
+# Chinese writes no capitals, so a name is read from its parts (a closed class, as pronouns
+# are): one of the commonest surnames, two given-name characters that are no function words or
+# numerals, then the verb ("李梓涵喜欢健身。", "欧阳娜娜从来不吃香菜。"). Two-character names
+# ("张伟") are left out: too many words open with a surname's character ("周末不要…").
+_ZH_SURNAMES = ("王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程苏魏吕丁任沈"
+                "姚卢姜崔钟谭陆汪范金石廖贾夏韦付方白邹孟熊秦邱江尹薛闫段雷侯龙史陶黎贺顾毛郝龚邵万钱严覃武戴莫孔向汤")
+_ZH_NAMED = re.compile(rf"^(?:欧阳|司马|诸葛|上官|[{_ZH_SURNAMES}])"
+                       r"[^不的是了在和与就都也还只每要别没很太最又再一二两三四五六七八九十百千万个我你他她它们这那么吗呢吧啊"
+                       r"\W\d\sA-Za-z]{2}"
+                       r"(?:喜欢|喜爱|热爱|钟爱|爱|不|只|每|从来|向来|总|一直|已经|是|在|说|觉得|最|今年|住|也|还|对|有|想|会|"
+                       r"就|都|很|特别|超|经常|平时|平常|常常|偶尔|刚|去|希望)")
 _EN = [(k, re.compile(v, re.IGNORECASE)) for k, v in _EN_CUES.items()]
 _ZH = [(k, re.compile(v)) for k, v in _ZH_CUES.items()]
+# a directive to the assistant beside a name ("…，以后给他的报告都写短一点。"); a habit is not one
+# ("王志宏每天都去游泳。")
+_ZH_DIRECTIVE = re.compile(r"以后|今后|从现在|从今|往后|一律|务必|原则上|请|麻烦|记得|记住")
 _SUBJECT_CUES = 5  # the first five English cues say who the sentence is about
 _TENSE_CUES = ("past", "past_ed")
 # A relative clause ("cosmetics that were tested on animals") or what follows "rather you"
@@ -174,6 +189,14 @@ def has_words(sentence: str) -> bool:
 
 _QUOTES = {'"': '"', "'": "'", "\u201c": "\u201d", "\u2018": "\u2019", "\u00ab": "\u00bb", "\u300c": "\u300d",
            "\u300e": "\u300f"}
+
+
+def named_subject(sentence: str) -> bool:
+    """Whether ``sentence`` is Chinese about a person it names: it opens with a name (a common
+    surname and two given-name characters) before its verb, with no directive to the
+    assistant ("以后", "一律", "请") beside it. Such a sentence is someone else's, as "Sarah loves hiking." is; it
+    states no rule of the user's, whatever a model scores it."""
+    return bool(_ZH_NAMED.match(sentence.strip())) and not _ZH_DIRECTIVE.search(sentence)
 
 
 def unquoted(sentence: str) -> str:
@@ -299,7 +322,7 @@ class RuleClassifier:
         return bias + sum(weights.get(k, 0.0) * v for k, v in feats.items())
 
     def _compute(self, sentence: str) -> tuple[float, str]:
-        if not has_words(sentence):
+        if not has_words(sentence) or named_subject(sentence):
             return 0.0, "constraint"
         feats = features(bare(sentence))
         z = self._logit(self.rule_weights, self.rule_bias, feats)
