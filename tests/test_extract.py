@@ -112,7 +112,7 @@ def test_revocations_are_proposed_and_a_rule_in_revocation_words_is_kept():
 
 def test_a_sentence_of_a_long_message_needs_a_higher_score_to_lift_a_rule():
     clf = RevocationClassifier()  # the n-gram model, whose scores the comments give
-    cheer = "You can come back again soon!"  # 0.781 as a revocation: above the English threshold (0.78), below 0.85
+    cheer = "You can go back there again soon!"  # 0.839 as a revocation: above the English threshold (0.76), below 0.85
     assert clf.judge([cheer]) == [True]
     chat = ["Wow, congrats on the new job!", cheer, "Tell me everything when you're back."]
     assert clf.judge(chat) == [False, False, False]

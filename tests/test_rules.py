@@ -413,6 +413,17 @@ def test_a_revocation_that_says_what_holds_instead_lifts_the_rule(model, monkeyp
     assert rule not in [f.value for f in mem.facts() if f.pinned]
 
 
+@pytest.mark.parametrize("model", ["minilm", "ngrams"])
+def test_forgetting_what_was_said_about_a_rule_lifts_it(model, monkeypatch, make_memory):
+    # in no file: the weights fitted before the train sentences that discard what was said
+    # ("Forget that I said …", "Scratch the … rule", "… was a joke") scored it 0.43 (MiniLM)
+    use_rule_model(model, monkeypatch)
+    mem = make_memory(session="forgotten", budget=4096)
+    for text in ("I'm allergic to peanuts.", "Book aisle seats only.", "Forget what I said about peanuts, that was my son."):
+        mem.add([{"role": "user", "content": text}, {"role": "assistant", "content": "Noted."}])
+    assert [f.value for f in mem.facts() if f.pinned] == ["Book aisle seats only."]
+
+
 @pytest.mark.parametrize(("model", "rule", "instead"), [
     ("minilm", "Call me Dr. Okafor.", "You can stop calling me Dr. Okafor, just Ada is fine."),
     ("ngrams", "Always book me a window seat.", "Forget the window-seat thing, put me on the aisle from now on."),
