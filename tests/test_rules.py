@@ -329,7 +329,7 @@ def use_rule_model(model: str, monkeypatch: pytest.MonkeyPatch) -> None:
 # Chinese writes no capitals: a name is a surname and one or two given characters, and a
 # sentence it opens, before its verb, is about that person ("Sarah loves hiking.")
 NAMED_SUBJECTS = ["李梓涵喜欢健身。", "王志宏每天都去游泳。", "欧阳娜娜从来不吃香菜。", "陈建国只喝绿茶。",
-                  "赵晓峰平时爱骑摩托车。", "孙志宏在深圳工作。"]
+                  "赵晓峰平时爱骑摩托车。", "孙志宏在深圳工作。", "刘子轩现在不喝咖啡。"]
 # names elsewhere, words that open with a surname's character, and a standing cue beside a name
 NOT_NAMED_SUBJECTS = ["周末不要安排会议。", "高铁票一律订二等座。", "王总的邮件都要抄送我。", "给李老师的回复都用敬语。",
                       "张伟明喜欢简洁的汇报，以后给他的报告都写短一点。", "马上要出差的话，酒店都订含早餐的。",
@@ -345,6 +345,17 @@ def test_a_chinese_sentence_about_a_named_person_states_no_rule_of_the_users(sen
 @pytest.mark.parametrize("sentence", NOT_NAMED_SUBJECTS)
 def test_a_name_elsewhere_or_a_surnames_character_opening_a_word_is_no_named_subject(sentence):
     assert not named_subject(sentence)
+
+
+@pytest.mark.parametrize("model", ["minilm", "ngrams"])
+def test_a_named_person_neither_lifts_nor_changes_the_users_rule(model, monkeypatch, make_memory):
+    use_rule_model(model, monkeypatch)
+    mem = make_memory(session="named", budget=4096)
+    rules = ["我不吃辣。", "每周健身三次。"]
+    # before: the first lifted "我不吃辣。" (0.86 as a revocation), the second changed the other rule
+    for text in [*rules, "李梓涵现在能吃辣了。", "王志宏每周健身改成四次。"]:
+        mem.add([{"role": "user", "content": text}, {"role": "assistant", "content": "好的。"}])
+    assert [f.value for f in mem.facts() if f.pinned] == rules
 
 
 def test_no_rule_of_the_corpus_opens_with_a_named_subject():

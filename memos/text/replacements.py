@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .linear import LinearModel
-from .rules import _CJK, _EN_CUES, _ZH_CUES, _ZH_KIN
+from .rules import _CJK, _EN_CUES, _ZH_CUES, _ZH_KIN, named_subject
 from .terms import content_terms
 
 __all__ = ["MAX_TERMS", "REPLACEMENTS_FILE", "ReplacementClassifier", "changes_quantity", "default_replacement_classifier",
@@ -193,6 +193,8 @@ def no_change_reason(sentence: str) -> str | None:
         return "question"
     if not _NUMBER.search(sentence):
         return "no quantity"
+    if named_subject(sentence):  # "王志宏每周健身四次。"
+        return "other"
     zh = bool(_CJK.search(sentence))
     standing = _STANDING[zh].search(sentence)  # "these reminders ... from now on" are no one thing
     return next((name for name, (en_rx, zh_rx) in _ABOUT.items()

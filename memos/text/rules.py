@@ -162,12 +162,12 @@ _ZH_NAMED = re.compile(rf"^(?:欧阳|司马|诸葛|上官|[{_ZH_SURNAMES}])"
                        r"[^不的是了在和与就都也还只每要别没很太最又再一二两三四五六七八九十百千万个我你他她它们这那么吗呢吧啊"
                        r"\W\d\sA-Za-z]{2}"
                        r"(?:喜欢|喜爱|热爱|钟爱|爱|不|只|每|从来|向来|总|一直|已经|是|在|说|觉得|最|今年|住|也|还|对|有|想|会|"
-                       r"就|都|很|特别|超|经常|平时|平常|常常|偶尔|刚|去|希望)")
-_EN = [(k, re.compile(v, re.IGNORECASE)) for k, v in _EN_CUES.items()]
-_ZH = [(k, re.compile(v)) for k, v in _ZH_CUES.items()]
+                       r"就|都|很|特别|超|经常|平时|平常|常常|偶尔|刚|去|希望|现在|目前|最近)")
 # a directive to the assistant beside a name ("…，以后给他的报告都写短一点。"); a habit is not one
 # ("王志宏每天都去游泳。")
 _ZH_DIRECTIVE = re.compile(r"以后|今后|从现在|从今|往后|一律|务必|原则上|请|麻烦|记得|记住")
+_EN = [(k, re.compile(v, re.IGNORECASE)) for k, v in _EN_CUES.items()]
+_ZH = [(k, re.compile(v)) for k, v in _ZH_CUES.items()]
 _SUBJECT_CUES = 5  # the first five English cues say who the sentence is about
 _TENSE_CUES = ("past", "past_ed")
 # A relative clause ("cosmetics that were tested on animals") or what follows "rather you"
@@ -194,8 +194,8 @@ _QUOTES = {'"': '"', "'": "'", "\u201c": "\u201d", "\u2018": "\u2019", "\u00ab":
 def named_subject(sentence: str) -> bool:
     """Whether ``sentence`` is Chinese about a person it names: it opens with a name (a common
     surname and two given-name characters) before its verb, with no directive to the
-    assistant ("以后", "一律", "请") beside it. Such a sentence is someone else's, as "Sarah loves hiking." is; it
-    states no rule of the user's, whatever a model scores it."""
+    assistant ("以后", "一律", "请") beside it. Such a sentence is someone else's, as "Sarah
+    loves hiking." is: it sets no rule of the user's and lifts none, whatever a model scores it."""
     return bool(_ZH_NAMED.match(sentence.strip())) and not _ZH_DIRECTIVE.search(sentence)
 
 
