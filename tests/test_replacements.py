@@ -275,6 +275,7 @@ SETTINGS_GIVEN = [
     "Save 15 percent of every paycheck instead.", "Send 20 percent of my salary to savings from now on.",
     "Limit 2 coffees a day.", "Cap 3 streaming subscriptions.", "Tip 25 percent instead.",
     "留3000块在活期账户就行。", "一天最多喝三杯咖啡。", "保持在22度。", "控制在300字以内。", "以后转1000块到储蓄账户。",
+    "涨到70元吧。", "加到三杯。", "减到两次。",
 ]
 
 

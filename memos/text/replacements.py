@@ -75,7 +75,8 @@ _ABOUT = {
     # an amount acted on, the object of the verb that opens the sentence ("Move $300 from checking
     # to savings.", "Print 5 copies of the agenda.", "转2000块到储蓄账户。"), is this action's: a verb
     # of keeping or limiting ("Keep $800 in checking.", 留, 保持, 控制) gives a setting, and so
-    # does an amount with a rate ("Allow 3 drinks a week now.", "一天最多三杯") or "instead"
+    # does an amount with a rate ("Allow 3 drinks a week now.", "一天最多三杯") or "instead", and
+    # an amount after 到, 成, 为 or 至 is the value a thing changes to ("涨到70元吧。")
     "amount acted on": (
         re.compile(r"^(?!.*\b(?:(?:a|an|per|each|every)\s+(?:day|night|week|month|year|hour|ride|trip|meal|person|"
                    r"sheet|page|paycheck|time)|daily|nightly|weekly|monthly|yearly|instead)\b)"
@@ -84,7 +85,7 @@ _ABOUT = {
                    r"reduce|change|adjust|bump|up)\b)[a-z]+\s+(?:another\s+|an? extra\s+|only\s+|just\s+)?[$€£¥]?\d", re.I),
         re.compile(rf"^(?!.*(?:每|[一1](?:天|周|星期|个月|月|年|晚)|超过|以[下内上]|之内|最多|至少|不到))(?:请|麻烦你?|帮我|给我|再|你)*"
                    rf"(?!留|保持|控制|改|调|换|设|定|提|降|放宽|缩|延|挪)(?:给[\u4e00-\u9fff]{{1,3}})?"
-                   rf"(?:(?![我你他她们的零一二两三四五六七八九十百千万])[\u4e00-\u9fff]){{1,2}}?"
+                   rf"(?:(?![我你他她们的零一二两三四五六七八九十百千万])[\u4e00-\u9fff]){{1,2}}?(?<![到成为至])"
                    rf"(?:掉|了)?(?:\d+|[一二两三四五六七八九十百千万]+)[{_MEASURE}]")),
 }
 _STANDING = (re.compile(_EN_CUES["standing"], re.I), re.compile(_ZH_CUES["standing"]))
