@@ -269,7 +269,8 @@ AMOUNTS_ACTED_ON = [
     "Cancel 1 of the streaming subscriptions.",
     "转2000块到我的储蓄账户。", "买2瓶维生素D。", "退掉1个视频会员。", "打印5份会议议程。", "帮我取500块现金。", "给物业交300块。",
 ]
-# the same shape that does set a quantity: a verb of keeping or limiting, a rate, a standing cue
+# the same shape that does set a quantity: a verb of keeping or limiting, a rate, a standing cue,
+# a change's target (涨到, 加到)
 SETTINGS_GIVEN = [
     "Keep $800 in checking.", "Allow 3 drinks a week now.", "Print 4 pages per sheet.", "Budget 70 euros a ride for taxis.",
     "Save 15 percent of every paycheck instead.", "Send 20 percent of my salary to savings from now on.",

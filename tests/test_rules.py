@@ -326,11 +326,11 @@ def use_rule_model(model: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMOS_RULE_MODEL", model)
 
 
-# Chinese writes no capitals: a name is a surname and one or two given characters, and a
-# sentence it opens, before its verb, is about that person ("Sarah loves hiking.")
+# Chinese writes no capitals: a name is a surname and given characters (two, as most have), and
+# a sentence it opens, before its verb, is about that person ("Sarah loves hiking.")
 NAMED_SUBJECTS = ["李梓涵喜欢健身。", "王志宏每天都去游泳。", "欧阳娜娜从来不吃香菜。", "陈建国只喝绿茶。",
                   "赵晓峰平时爱骑摩托车。", "孙志宏在深圳工作。", "刘子轩现在不喝咖啡。"]
-# names elsewhere, words that open with a surname's character, and a standing cue beside a name
+# names elsewhere, words that open with a surname's character, and a directive beside a name
 NOT_NAMED_SUBJECTS = ["周末不要安排会议。", "高铁票一律订二等座。", "王总的邮件都要抄送我。", "给李老师的回复都用敬语。",
                       "张伟明喜欢简洁的汇报，以后给他的报告都写短一点。", "马上要出差的话，酒店都订含早餐的。",
                       "方便的话都用微信联系我。", "Li Ming likes hiking.", "我喜欢健身。"]
