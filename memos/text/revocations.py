@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .linear import LinearModel
-from .rules import _CJK, default_detector, features, has_words, named_subject
+from .rules import _CJK, could_be_users, default_detector, features
 
 if TYPE_CHECKING:
     from .rules_minilm import MiniLMRuleClassifier
@@ -65,7 +65,7 @@ class RevocationClassifier(LinearModel):
         self._scores = functools.lru_cache(maxsize=16384)(self._score)
 
     def _score(self, sentence: str) -> float:
-        if not has_words(sentence) or named_subject(sentence):
+        if not could_be_users(sentence):
             return 0.0
         return self.probability(features(sentence))
 

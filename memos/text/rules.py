@@ -40,7 +40,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .sentences import split_sentences, without_code
 
-__all__ = ["RULE_KINDS", "RuleClassifier", "RuleDetector", "RuleJudgement", "bare", "default_classifier",
+__all__ = ["RULE_KINDS", "RuleClassifier", "RuleDetector", "RuleJudgement", "bare", "could_be_users", "default_classifier",
            "default_detector", "features", "has_words", "judge_each_text", "load_model", "named_subject", "stated_rules",
            "unquoted"]
 
@@ -199,6 +199,13 @@ def named_subject(sentence: str) -> bool:
     return bool(_ZH_NAMED.match(sentence.strip())) and not _ZH_DIRECTIVE.search(sentence)
 
 
+def could_be_users(sentence: str) -> bool:
+    """Whether ``sentence`` could set or lift a rule of the user's at all: it has a word
+    (:func:`has_words`) and is not about a person it names (:func:`named_subject`). A model
+    scores only such sentences; the rest score 0."""
+    return has_words(sentence) and not named_subject(sentence)
+
+
 def unquoted(sentence: str) -> str:
     """``sentence`` without the quotation marks around all of it: a rule pasted in quotes
     ("\u201cI dislike floral patterns.\u201d") is judged as the rule itself."""
@@ -322,7 +329,7 @@ class RuleClassifier:
         return bias + sum(weights.get(k, 0.0) * v for k, v in feats.items())
 
     def _compute(self, sentence: str) -> tuple[float, str]:
-        if not has_words(sentence) or named_subject(sentence):
+        if not could_be_users(sentence):
             return 0.0, "constraint"
         feats = features(bare(sentence))
         z = self._logit(self.rule_weights, self.rule_bias, feats)
