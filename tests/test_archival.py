@@ -617,6 +617,33 @@ def test_a_turn_is_ranked_with_the_turns_around_it(tmp_path):
     mem.close()
 
 
+def test_a_second_hop_takes_the_message_that_names_both_the_person_and_what_is_asked(tmp_path, monkeypatch):
+    # "the person whose birthday is 7/15: where do they work?" The birthday names the cousin; of
+    # the cousin's messages, the e-mail one matches more of the birthday's words ("我表", "表弟",
+    # "弟的") than the one that answers, which alone names work (工作) as well. Keyword search
+    # alone, no model; thirty other people's workplaces match the question's "工作地" better still.
+    import memos.tiers.archival as archival_tier
+
+    mem = Memory("people", user="ana", store=tmp_path / "p.db", embedding_model_dir=tmp_path / "no-model")
+    others = [a + b for a in "张王刘赵孙李陈吴周郑" for b in ("志鹏", "晨曦", "雅琳")]
+    cities = ["江苏南京", "广东深圳", "山东青岛", "北京", "上海", "四川成都"]
+    answer = "我表弟在浙江杭州工作呢。"
+    for text in (answer, "我表弟就喜欢玩电子游戏。", "我表弟的生日是7月15日。",
+                 "我表弟的邮箱地址是zhangwei0715@example.com。", "我表弟的电话号码是13225162475。"):
+        mem.add(user(text))
+    for n, name in enumerate(others):
+        mem.add(user(f"{name}的工作地是{cities[n % len(cities)]}。"))
+        for i in range(3):  # a long chat: what a person does is not told next to what another does
+            mem.add(user(f"购物清单{n}-{i}：燕麦奶和大米。"))
+    query = "那个生日是07月15日的人，以下哪一项符合其工作地的描述？"
+    (found,) = [h for h in mem.archival.search(query, 8) if answer in h.text]
+    assert "bridge" in found.found_by
+    # the best match alone, as the hop took it before: the e-mail, and the answer is not among the eight
+    monkeypatch.setattr(archival_tier, "_names_both", lambda *_: False)
+    assert not [h for h in mem.archival.search(query, 8) if answer in h.text]
+    mem.close()
+
+
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_a_second_hop_finds_the_message_that_names_what_the_first_hit_is_about(tmp_path, monkeypatch, lang):
     # "how long is the event whose programme is X?": the message that holds X names the event,
