@@ -248,3 +248,47 @@ def test_memdaily_runs_on_files_of_its_shape_and_names_one_that_is_not(tmp_path,
     assert main(["bench", "memdaily", "--data", str(data), "--strategies", "bm25"]) == 1
     said = capsys.readouterr().err
     assert "02_other.json is not a MemDaily file" in said and "Traceback" not in said
+
+
+def _phone_file(path: Path) -> None:
+    """Three people tell which phone they use and what they think of it, each asked about it
+    the same way; a fourth tells of an appliance."""
+    review = "这手机用起来真挺顺滑的，拍照效果我也很满意，电池能用挺久，挺适合我工作之余用用的，就是有些小地方还能再优化优化。"
+    trajectories = []
+    for t, phone in enumerate(["华为Mate60", "小米12", "OPPOReno7"]):
+        trajectories.append({"tid": t, "message_list": [{"mid": 0, "message": f"我用的手机是{phone}。"},
+                                                        {"mid": 1, "message": f"{phone}{review}"}],
+                             "question_list": [{"qid": 0, "question": "我使用的手机怎么样？", "target_step_id": [0, 1]}]})
+    trajectories.append({"tid": 3, "message_list": [{"mid": 0, "message": "我家里的冰箱是LG牌的双门冰箱。"}],
+                         "question_list": [{"qid": 0, "question": "我用的家电是啥啊？", "target_step_id": [0]}]})
+    path.write_text(json.dumps(trajectories, ensure_ascii=False), encoding="utf-8")
+
+
+def test_memdaily_ceiling_holds_what_fits_of_the_questions_no_one_can_tell_apart(tmp_path):
+    from benchmarks.memdaily_ceiling import ceiling, kind_of
+
+    assert kind_of("哎，最近手机有点卡。不好意思，我真正想问的是：我使用的手机怎么样？") == "手机"
+    assert kind_of("我用的美妆产品是啥呀？") == "美妆" and kind_of("我家里都有哪些电器呢？") == "家电"
+    assert kind_of("那个生日是07月15日的人，其姓名的有几个字？") is None
+    data = tmp_path / "memdaily"
+    data.mkdir()
+    _phone_file(data / "01_phones.json")
+    roomy = ceiling(data, budget=4096)["results"]
+    assert roomy["all"]["ceiling"] == 1.0
+    tight = ceiling(data, budget=300)["results"]["files"][0]
+    phones, appliances = tight["by_kind"]["手机"], tight["by_kind"]["家电"]
+    assert phones["questions"] == 3 and phones["target_messages"] == 6
+    # the three short statements fit, not the three reviews: more than half, less than all
+    assert 0.5 <= phones["ceiling"] < 1.0
+    assert appliances["ceiling"] == 1.0  # asked of another kind of thing: not among the phones
+
+
+@pytest.mark.skipif(not (SHARED / "data" / "memdaily").is_dir(), reason="needs ../shared/data/memdaily")
+def test_the_recorded_memdaily_ceiling_is_what_the_data_gives():
+    from benchmarks.memdaily_ceiling import ceiling
+
+    doc = json.loads((Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "memdaily_ceiling.json").read_text())
+    for start, recorded in doc["results"].items():
+        now = ceiling(SHARED / "data" / "memdaily", start=int(start), budget=doc["params"]["budget"])["results"]
+        assert recorded["all"]["ceiling"] == now["all"]["ceiling"]
+        assert [f["ceiling"] for f in recorded["files"]] == [f["ceiling"] for f in now["files"]]
