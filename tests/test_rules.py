@@ -454,6 +454,33 @@ def test_what_holds_instead_of_a_lifted_rule_is_kept(model, rule, instead, monke
     assert [f.value for f in plain.facts() if f.pinned] == []
 
 
+@pytest.mark.parametrize(("model", "message", "lift", "word"), [
+    ("minilm", "Hi! I'm Ana. I'm vegetarian, and please never book me on flights before 9am.",
+     "Actually, I changed my mind: early flights are fine now.", "flights before 9am"),
+    ("ngrams", "你好！我是小林。我不吃辣。", "我现在可以吃辣了。", "不吃辣"),
+    ("minilm", "你好！我是小林。我不吃辣。", "我现在可以吃辣了。", "不吃辣"),
+])
+def test_a_lifted_rule_said_beside_other_sentences_leaves_the_pinned_section(model, message, lift, word, monkeypatch,
+                                                                             make_memory):
+    # the rule is stored with its whole message; the sentence that states it was not known as
+    # a fact, so once the rule was lifted its message was pinned again, and the pinned section
+    # showed the lifted rule as "still in force"
+    use_rule_model(model, monkeypatch)
+    mem = make_memory(session="beside", budget=1024)
+
+    def pinned() -> str:
+        return next((m["content"] for m in mem.context() if "[memory: pinned]" in str(m.get("content"))), "")
+
+    mem.add([{"role": "user", "content": message}, {"role": "assistant", "content": "Noted."}])
+    assert word in pinned()
+    mem.add([{"role": "user", "content": lift}, {"role": "assistant", "content": "OK."}])
+    for i in range(40):  # the messages leave the hot tier
+        mem.add([{"role": "user", "content": f"Tell me about museum {i}."},
+                 {"role": "assistant", "content": "Museums are nice. " * 30}])
+    assert message in [f.value for f in mem.facts(include_history=True) if f.status == "invalidated"]
+    assert word not in pinned()
+
+
 @needs_model
 def test_a_request_that_restates_a_rule_leaves_it_in_force(monkeypatch, make_memory):
     # the n-gram revocation weights fitted before the restating requests took both requests

@@ -34,6 +34,7 @@ from ..text.replacements import (
     quantities,
 )
 from ..text.search import KeywordIndex
+from ..text.sentences import split_sentences
 from ..text.terms import content_terms
 from .facts import (
     CHANGES,
@@ -167,7 +168,7 @@ class ColdTier:
         self._index_fts(session, written)
         if written:
             # the caches learn the new values once the transaction commits, and are rebuilt if it fails
-            learned = [(normalize(f.value), f.key) for f in written]
+            learned = [(form, f.key) for f in written for form in _known_forms(f.kind, f.value)]
             event.listen(session, "after_commit", lambda _s: self._learn(learned), once=True)
             event.listen(session, "after_rollback", lambda _s: self.invalidate_caches(), once=True)
         return changes
@@ -487,8 +488,9 @@ class ColdTier:
         if self._known is None:
             idx = _Index()
             with Session(self.engine, expire_on_commit=False) as s:
-                for key, value in s.exec(select(Fact.key, Fact.value).where(Fact.namespace == self.namespace)).all():
-                    idx.values.add(normalize(value))
+                for kind, key, value in s.exec(select(Fact.kind, Fact.key, Fact.value)
+                                               .where(Fact.namespace == self.namespace)).all():
+                    idx.values.update(_known_forms(kind, value))
                     idx.keys.add(key)
                 q = select(ForgetRecord.value_sha256).where(ForgetRecord.namespace == self.namespace)
                 self._forgotten = set(s.exec(q).all())
@@ -496,7 +498,8 @@ class ColdTier:
         return self._known
 
     def knows(self, value: str) -> bool:
-        """Whether a value was ever a fact here (any status, or forgotten)."""
+        """Whether a value was ever a fact here (any status, or forgotten), or a sentence of a
+        rule's (a rule stored with the message it was said in: "Hi! I'm Ana. I'm vegetarian.")."""
         n = normalize(value)
         return n in self._index().values or hashlib.sha256(n.encode()).hexdigest() in self._forgotten
 
@@ -557,6 +560,17 @@ class ColdTier:
     def _index_fts(self, s: Session, facts: Sequence[Fact]) -> None:
         self.keywords.remove(s, [f.id for f in facts])
         self.keywords.add(s, [(f.id, self.namespace, f"{f.key} {f.value}") for f in facts])
+
+
+def _known_forms(kind: str, value: str) -> set[str]:
+    """The forms :meth:`ColdTier.knows` knows a fact by: its value, normalised, and for a rule
+    each of its sentences too. A rule stored with the message it was said in is known by the
+    sentence that states it, so that sentence is not pinned again from the message once the
+    rule is lifted or replaced."""
+    forms = {normalize(value)}
+    if kind in RULE_KINDS:
+        forms.update(normalize(sentence) for sentence in split_sentences(value))
+    return forms
 
 
 def fact_keywords(engine: Engine) -> KeywordIndex:
