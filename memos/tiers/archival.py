@@ -611,7 +611,8 @@ class ArchivalTier:
                 if not best:
                     continue
                 said = dict(s.exec(select(ArchiveItem.id, ArchiveItem.text).where(col(ArchiveItem.id).in_(best))).all())
-                found = next((i for i in best if _names_both(said.get(i, ""), set(entity), set(relation))), best[0])
+                sides = (set(entity), set(relation))
+                found = next((i for i in best if _names_both(said.get(i, ""), *sides)), best[0])
                 out[found] = max(out.get(found, 0.0), BRIDGE_LEND * scores[lender])
         return out
 
