@@ -16,8 +16,8 @@ from typing import Any
 
 from .errors import InvalidMessage
 
-__all__ = ["ROLES", "Message", "as_roles", "call_input", "call_name", "message_key", "message_text", "validate_batch",
-           "validate_message", "with_input"]
+__all__ = ["ROLES", "Message", "as_roles", "call_input", "call_name", "message_key", "message_text", "plain_json",
+           "validate_batch", "validate_message", "with_input"]
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 _KEYS = {"role", "content", "name", "tool_calls", "tool_call_id"}
@@ -96,7 +96,42 @@ def message_key(data: Mapping[str, Any]) -> tuple[Any, ...]:
     """What identifies a chat message whatever shape a converter gave it: its role, its text,
     the tool call it answers and the tool calls it makes."""
     calls = tuple(str(c.get("id")) for c in data.get("tool_calls") or [] if isinstance(c, Mapping))
-    return (data.get("role"), message_text(data).strip(), str(data.get("tool_call_id") or ""), calls)
+    text = message_text(data)
+    if data.get("role") == "tool":  # as validate_message stores it
+        text = plain_json(text)
+    return (data.get("role"), text.strip(), str(data.get("tool_call_id") or ""), calls)
+
+
+# One JSON escape: a surrogate pair, a \uXXXX, or a one-character escape (so "\\u00e9" is read
+# as an escaped backslash and the text "u00e9", not as an é).
+_JSON_ESCAPE = re.compile(r"\\(?:u([dD][89abAB][0-9a-fA-F]{2})\\u([dD][c-fC-F][0-9a-fA-F]{2})|u([0-9a-fA-F]{4})|.)", re.S)
+
+
+def _written_out(m: re.Match[str]) -> str:
+    high, low, one = m.groups()
+    if high:
+        return chr(0x10000 + ((int(high, 16) - 0xD800) << 10) + (int(low, 16) - 0xDC00))
+    if one:
+        code = int(one, 16)
+        # ASCII escapes stay (some are needed, some chosen: "\u003c" for HTML), and so do lone
+        # surrogates (not UTF-8) and the two line separators JavaScript reads as line ends
+        if code >= 0x80 and not 0xD800 <= code <= 0xDFFF and code not in (0x2028, 0x2029):
+            return chr(code)
+    return m.group(0)
+
+
+def plain_json(text: str) -> str:
+    """``text`` with the ``\\uXXXX`` escapes of its non-ASCII characters written as the
+    characters when it is JSON (what ``json.dumps`` writes by default: "\\u676d\\u5dde" for
+    "杭州"), and unchanged otherwise. The JSON value is the same; the text is searchable by its
+    words and, for Chinese, costs about half the tokens."""
+    if "\\u" not in text or text.lstrip()[:1] not in ('{', '[', '"'):
+        return text
+    try:
+        json.loads(text)
+    except ValueError:
+        return text
+    return _JSON_ESCAPE.sub(_written_out, text)
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -159,7 +194,8 @@ def _tool_calls(calls: Any, where: str) -> list[dict[str, Any]]:
         value = body.get(key, "")
         if not isinstance(value, str):
             raise InvalidMessage(f"{where}: tool_calls[{i}].{kind}.{key} must be {what}")
-        out.append({"id": call_id, "type": kind, kind: {"name": body["name"], key: clean_text(value)}})
+        value = plain_json(clean_text(value)) if kind == "function" else clean_text(value)
+        out.append({"id": call_id, "type": kind, kind: {"name": body["name"], key: value}})
     return out
 
 
@@ -198,7 +234,9 @@ def validate_message(raw: Any, where: str = "message") -> dict[str, Any]:
 
     Accepts plain dicts and objects with ``model_dump()`` (the OpenAI SDK's message types). An
     assistant response with no content keeps its refusal, or its audio's transcript, as content.
-    Tool results are not matched to their calls here: see :func:`validate_batch`.
+    A tool result or function arguments that are JSON keep their value but have their
+    escaped non-ASCII characters written out (:func:`plain_json`). Tool results are not
+    matched to their calls here: see :func:`validate_batch`.
     """
     if hasattr(raw, "model_dump") and not isinstance(raw, Mapping):
         raw = raw.model_dump(exclude_none=True)
@@ -235,7 +273,10 @@ def validate_message(raw: Any, where: str = "message") -> dict[str, Any]:
         if "tool_calls" in data:
             raise InvalidMessage(f"{where}: only assistant messages may have 'tool_calls'")
         out["content"] = _text_content(data.get("content"), where, allow_none=False)
-    if role == "tool":
+    if role == "tool":  # a JSON result's escaped characters written out (the same value)
+        content = out["content"]
+        out["content"] = (plain_json(content) if isinstance(content, str) else
+                          [{**p, "text": plain_json(p["text"])} if p.get("type") == "text" else p for p in content])
         call_id = data.get("tool_call_id")
         if not isinstance(call_id, str) or not call_id:
             raise InvalidMessage(f"{where}: 'tool_call_id' is required and must be a non-empty string")

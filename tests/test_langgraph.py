@@ -98,3 +98,18 @@ def test_a_node_may_hand_over_the_whole_state_each_turn(tmp_path):
             calls = [c["id"] for m in body["messages"] if m["role"] == "assistant" for c in m.get("tool_calls") or []]
             assert sorted(calls) == sorted(m["tool_call_id"] for m in body["messages"] if m["role"] == "tool")
         history.close()
+
+
+def test_a_whole_state_with_an_escaped_json_tool_result_is_not_logged_twice(tmp_path):
+    """memos stores a JSON tool result with its escaped characters written out; handed the
+    same messages again, it still knows them as logged."""
+    history = MemosChatHistory("lg", user="ana", store=str(tmp_path / "lg.db"), budget=2048)
+    state = [HumanMessage("帮我找杭州的酒店"),
+             AIMessage("", tool_calls=[{"id": "c1", "name": "search_hotels", "args": {"city": "杭州"}}]),
+             ToolMessage(json.dumps({"hotels": ["西湖国宾馆"]}), tool_call_id="c1")]
+    history.add_messages(state)
+    history.add_messages(state + [AIMessage("找到了西湖国宾馆。")])
+    logged = history.memory.history()
+    assert [m.role for m in logged] == ["user", "assistant", "tool", "assistant"]
+    assert json.loads(logged[2].text) == {"hotels": ["西湖国宾馆"]} and "西湖国宾馆" in logged[2].text
+    history.close()

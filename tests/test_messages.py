@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memos import InvalidMessage
-from tests.conftest import call, tool_chain, user
+from memos.messages import plain_json
+from tests.conftest import assistant, call, tool_chain, user
 
 
 @pytest.mark.parametrize(
@@ -125,3 +131,53 @@ def test_a_custom_tools_call_is_kept_counted_and_clipped_like_a_functions(make_m
     assert sent["custom"]["name"] == "apply_patch" and sent["custom"]["input"].startswith("*** Begin Patch")
     assert "full call in the memory log as message" in sent["custom"]["input"]
     assert ctx[-1] == {"role": "tool", "tool_call_id": "p1", "content": "applied"}
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_JSON_VALUES, st.sampled_from([None, 2]))
+def test_plain_json_keeps_the_value_and_writes_out_every_character_it_can(value, indent):
+    text = json.dumps(value, indent=indent)
+    out = plain_json(text)
+    assert json.loads(out) == value
+    # what is still escaped is ASCII, a lone surrogate or a JavaScript line end
+    for m in re.finditer(r"\\(?:u([0-9a-fA-F]{4})|.)", out, re.S):
+        if m.group(1):
+            code = int(m.group(1), 16)
+            assert code < 0x80 or 0xD800 <= code <= 0xDFFF or code in (0x2028, 0x2029)
+    assert plain_json(json.dumps(value, ensure_ascii=False, indent=indent)) == json.dumps(
+        value, ensure_ascii=False, indent=indent)
+
+
+@pytest.mark.parametrize("text", [
+    "not JSON: \\u676d\\u5dde",            # a log line that quotes an escape
+    "{'city': '\\u676d\\u5dde'}",          # a Python repr, not JSON
+    '{"city": "\\u676d\\u5dde"',           # cut off
+    "\\u676d\\u5dde",
+])
+def test_plain_json_leaves_what_is_not_json_as_it_is(text):
+    assert plain_json(text) == text
+
+
+def test_an_escaped_json_tool_result_is_stored_readable_and_found_by_its_words(make_memory):
+    mem = make_memory(budget=800)
+    hotels = {"hotels": [{"name": "西湖国宾馆", "price": 880, "addr": "杨公堤18号"}]}
+    mem.add(user("帮我找杭州的酒店"))
+    (asked,) = mem.add({"role": "assistant", "content": None,
+                        "tool_calls": [call("c1", "search_hotels", city="杭州")]})
+    (result,) = mem.add({"role": "tool", "tool_call_id": "c1", "content": json.dumps(hotels)})
+    assert json.loads(result.text) == hotels and "西湖国宾馆" in result.text
+    assert result.tokens < mem.counter.count(json.dumps(hotels))
+    assert json.loads(asked.data["tool_calls"][0]["function"]["arguments"]) == {"city": "杭州"}
+    assert mem.history()[-1].data["content"] == result.text  # as logged
+    for i in range(30):  # the chain leaves the hot tier and is archived
+        mem.add([user(f"Tell me fun fact number {i} about the sea."), assistant(f"Fact {i}: the sea is deep.")])
+    assert mem.stats().demotions > 0
+    hits = mem.retrieve("杨公堤")
+    assert any("880" in h.text and "tool" in h.text for h in hits), [h.text for h in hits]
