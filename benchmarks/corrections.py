@@ -14,7 +14,7 @@ precision reaches ``PRECISION``: a false correction makes a true value history),
 ``evaluate`` measures the shipped weights per language and split (train; test, held back), and
 end to end (``replaced``): each sentence is said by a user who gave a value of the same kind a
 few messages before ("My phone number is …" / "我的手机号是…"); a correction, or a sentence
-that states the same key again ("My email is …"), must leave the new value current and the old
+that states the same key again ("My email is …", "我的邮箱是…"), must leave the new value current and the old
 one history, any other sentence must leave the old one current.
 It also counts the LoCoMo turns and MemDaily messages in ``../shared/data`` that hold one
 phone number or email (none of them corrects one the user gave) it takes for corrections,
@@ -107,13 +107,13 @@ def _replaced(text: str, lang: str) -> bool | None:
 
 
 def _restates(text: str, lang: str) -> bool:
-    """Whether the message states the key the old value was given under ("My email is …"
-    again): the new value then replaces the old one as a keyed fact, correction or not."""
-    from memos.text.attributes import default_attribute_classifier
+    """Whether the message states the key the old value was given under ("My email is …",
+    "我的邮箱是…" again): the new value then replaces the old one as a keyed fact, correction or not."""
+    from memos.extract import RuleExtractor
 
-    clf = default_attribute_classifier()
-    keys = {a.key for said, old in _OLD.values() for a in clf.attributes(said.format(old), chinese=False)}
-    return lang == "en" and any(a.key in keys for s in split_sentences(text) for a in clf.attributes(s, chinese=False))
+    extractor = RuleExtractor()
+    keys = {a.key for said, old in _OLD.values() for a in extractor.stated_attributes(said.format(old))}
+    return any(a.key in keys for s in split_sentences(text) for a in extractor.stated_attributes(s))
 
 
 def _benchmark_messages(data: Path) -> Iterator[tuple[str, str, str]]:

@@ -29,12 +29,12 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from .messages import Message, call_input, call_name
-from .patterns import DECISION, FAILURE, find_identifiers, identifier_spans
-from .text.attributes import AttributeClassifier, default_attribute_classifier
+from .patterns import DECISION, FAILURE, find_identifiers, identifier_spans, value_kind
+from .text.attributes import Attribute, AttributeClassifier, default_attribute_classifier
 from .text.corrections import CorrectionClassifier, default_correction_classifier
 from .text.replacements import no_change_reason
 from .text.revocations import RevocationClassifier, default_revocation_classifier
-from .text.rules import RuleDetector, RuleJudgement, default_detector, has_words, judge_each_text
+from .text.rules import _CJK, RuleDetector, RuleJudgement, default_detector, has_words, judge_each_text
 from .text.sentences import headings, in_context, list_item, split_clauses, split_sentences, without_code
 from .tiers.cold import Fact, FactCandidate, Invalidation, fact_key
 
@@ -55,6 +55,7 @@ _ZH_ADDRESS = re.compile(r"[\u4e00-\u9fff]{2,30}(?:路|街|大道|巷)\d+号(?:[
 
 # Tastes ("I love hiking") are kept as unpinned preferences, found when relevant; rules the
 # user sets are found by the rule classifier (memos.text.rules) and pinned.
+_CLAUSE_END = re.compile(r"[，,、；;]|\s(?=\D)")  # where a contact value said in Chinese ends
 _WHOLE_PREFERENCE_CHARS = 320
 _SOFT_PREFERENCE = re.compile(
     r"\b(?:i (?:really )?(?:like|love|enjoy|hate|adore)|my favou?rite)\b|我(?:很|最|比较)?(?:喜欢|爱)",
@@ -126,8 +127,9 @@ class RuleExtractor:
     pin_preferences: bool = True
     detector: RuleDetector | None = None
     attributes: AttributeClassifier | None = None
-    # "我的X是Y" too: off by default, since at 1,024 tokens on MemDaily the facts took the room
-    # of the messages asked about (target recall 0.638 -> 0.569 on two files); see the README
+    # every "我的X是Y" too: off by default (only a phone number or email is kept), since at 1,024
+    # tokens on MemDaily the facts took the room of the messages asked about (target recall
+    # 0.638 -> 0.569 on two files); see the README
     chinese_attributes: bool = False
     revocations: RevocationClassifier | None = None
     corrections: CorrectionClassifier | None = None
@@ -200,8 +202,7 @@ class RuleExtractor:
                 cands.append(FactCandidate("preference", fact_key("preference", sentence), sentence, src, m.seq,
                                            origin=self.name))
             fixed = dict(corrections.corrections(sentences, i)) if m.role == "user" else {}
-            for a in (self.attributes or default_attribute_classifier()).attributes(
-                    sentence, chinese=self.chinese_attributes):
+            for a in self.stated_attributes(sentence):
                 kind = next((k for k, v in fixed.items() if v in a.value), "")
                 fixed.pop(kind, None)  # "scratch that, my number is …": the stated key carries the correction
                 cands.append(FactCandidate("fact", fact_key("fact", a.key), a.value, src, m.seq,
@@ -212,6 +213,23 @@ class RuleExtractor:
         self._addresses(text, src, m.seq, cands)
         self._identifiers(text, src, m.seq, cands)
         cands += corrected  # after the identifiers: a corrected identifier is superseded by the new one's row
+
+    def stated_attributes(self, sentence: str) -> list[Attribute]:
+        """The attributes ``sentence`` states. A Chinese one, unless ``chinese_attributes``, only
+        when it is the user's own phone number or email ("我的手机号是13812345678，有事打我", not
+        "我妈的…", as "my mom's number" is not read in English): filed under its key, the next one
+        given replaces it, as in English."""
+        found = (self.attributes or default_attribute_classifier()).attributes(sentence)
+        if self.chinese_attributes:
+            return found
+        out = []
+        for a in found:
+            contact = _CLAUSE_END.split(a.value, maxsplit=1)[0].strip()
+            if not _CJK.search(a.key):
+                out.append(a)
+            elif "的" not in a.key and value_kind(contact) is not None:
+                out.append(replace(a, value=contact))
+        return out
 
     def _holds_instead(self, sentence: str, revocations: RevocationClassifier) -> bool:
         """Whether a sentence that lifts a rule also says what holds instead: a clause other

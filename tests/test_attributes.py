@@ -29,6 +29,14 @@ def facts(text: str, **kwargs: bool) -> list[tuple[str, str]]:
     ("我婶婶的生日是5月29号。", [("婶婶的生日", "5月29号")]),
     ("我最喜欢的作家是余华。", [("最喜欢的作家", "余华")]),
     ("我觉得还行。", []),
+    # an adverb between the copula and the value is part of neither
+    ("Oh wait, my number is actually +351 912 345 679.", [("number", "+351 912 345 679")]),
+    ("My address is now 42 Rua do Ouro.", [("address", "42 Rua do Ouro")]),
+    ("My email is still ana@example.org.", [("email", "ana@example.org")]),
+    ("My name is Emily Watson.", [("name", "Emily Watson")]),
+    ("我的手机号其实是13812345678。", [("手机号", "13812345678")]),
+    ("我的邮箱现在是li@example.cn。", [("邮箱", "li@example.cn")]),
+    ("我的表妹就是高中毕业的。", [("表妹", "高中毕业的")]),
 ])
 def test_the_frame_finds_each_key_and_value(sentence, pairs):
     assert find_attributes(sentence) == pairs
@@ -62,5 +70,6 @@ def test_the_recorded_results_are_those_of_the_code(tmp_path):
 def test_the_extractor_keeps_attributes_and_not_talk():
     assert facts("My seat is 14C and my gate is B22.") == [("seat", "14C"), ("gate", "B22")]
     assert facts("My head is spinning after that meeting.") == []
-    assert facts("我的生日是5月29号。") == []  # Chinese: only when asked for
+    assert facts("我的生日是5月29号。") == []  # Chinese: only when asked for, but for a phone number or email
+    assert facts("我的手机号是138 1234 5678，有事打我。") == [("手机号", "138 1234 5678")]
     assert facts("我的生日是5月29号。", chinese_attributes=True) == [("生日", "5月29号")]

@@ -116,6 +116,20 @@ def test_a_chinese_correction_replaces_the_number_it_follows(store):
     mem.close()
 
 
+@pytest.mark.parametrize("again", ["我的手机号是13900139000。", "我的手机号其实是13900139000，打这个。"])
+def test_a_chinese_number_given_again_under_its_key_replaces_the_old_one(store, again):
+    mem = Memory("s", store=store, budget=4000)
+    mem.add(user("我的手机号是13800138000。"))
+    mem.add(assistant("好的，记下了。"))
+    mem.add(user("我妈的手机号是13700137000。"))  # someone else's: replaces nothing
+    mem.add(assistant("好的。"))
+    mem.add(user(again))
+    facts = current(mem)
+    assert facts["手机号"] == "13900139000" and "13700137000" in facts  # an identifier, not a keyed fact
+    assert "13800138000" not in {f.value for f in mem.facts()} | set(facts)  # nor its identifier
+    mem.close()
+
+
 @pytest.mark.parametrize("said", [
     f"My mom's number is {NEW}.",  # someone else's
     f"I got a wrong number call from {NEW} yesterday.",  # a story

@@ -29,12 +29,17 @@ __all__ = ["ATTRIBUTES_FILE", "Attribute", "AttributeClassifier", "attribute_fea
 
 ATTRIBUTES_FILE = Path(__file__).with_name("attributes_model.json.gz")
 
+# An adverb between the copula and the value ("my number is actually …", "我的手机号其实是…")
+# belongs to neither the key nor the value: a closed class of words, read as part of the frame.
+_ADVERB = r"(?:now|actually|really|still|also|just|currently|in fact|definitely|officially|truly)"
+_ADVERB_ZH = r"(?:其实|现在|目前|如今|还|也|已经|就|真的|确实|一直|仍然|依然)"
 # the value runs to the end of the clause; a dot before a non-space is part of it (an email,
 # "1.78 m"), as is a title's ("Dr. Alvarez")
-_MY_X_IS = re.compile(r"\bmy ((?:[a-z]+ ){0,2}[a-z]+) (?:is|are|was changed to|is now) "
+_MY_X_IS = re.compile(rf"\bmy ((?:[a-z]+ ){{0,2}}[a-z]+) (?:is|are|was changed to)(?: {_ADVERB}(?= ))? "
                       rf"((?:{ABBREVIATION}\s|[^.;!?\n]|\.(?=\S)){{1,80}})", re.IGNORECASE)
 # "我的生日是…", "我最喜欢的作家是…", "我婶婶的生日是…" (the key ends at the first 是 / 叫)
-_MY_X_IS_ZH = re.compile(r"我(?:的|([\u4e00-\u9fff]{1,3})的)([\u4e00-\u9fff]{1,6}?)(?:是|叫)([^。！？!?；;\n]{1,40})")
+_MY_X_IS_ZH = re.compile(rf"我(?:的|([\u4e00-\u9fff]{{1,3}})的)([\u4e00-\u9fff]{{1,6}}?){_ADVERB_ZH}?(?:是|叫)"
+                         r"([^。！？!?；;\n]{1,40})")
 # a comma then a function word opens another clause ("ORD-55121, can you track it?"), which is
 # not part of the value; a comma before anything else may be ("42 Rua do Ouro, Lisbon"); so
 # does "and" before another subject ("Li Wei and my birthday is May 29")
