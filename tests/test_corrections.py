@@ -50,7 +50,7 @@ def test_recorded_results_are_those_of_the_shipped_weights(tmp_path):
 
 @pytest.mark.parametrize(("lang", "recall", "precision"), [("en", 0.95, 0.90), ("zh", 0.95, 0.85)])
 def test_held_back_test_split_recall_and_precision_do_not_regress(lang, recall, precision, tmp_path):
-    # recorded (recall / precision), alone and end to end: en 0.955 / 0.913, zh 0.952 / 0.870
+    # recorded (recall / precision), alone and end to end: en 0.955 / 0.913, zh 0.952 / 0.870 and 0.955 / 0.875
     results = evaluate(data=tmp_path / "absent")["results"]
     for name in (f"test/{lang}", f"replaced/test/{lang}"):
         assert results[name]["recall"] >= recall, name
