@@ -163,6 +163,9 @@ def test_a_rule_replaced_in_a_later_session_is_replaced_in_every_session(make_me
     ("My taxi budget is at most 40 euros a ride.", "Change the taxi budget to 55 euros."),
     ("Keep my phone calls under 20 minutes.", "Raise the phone call limit to 30 minutes."),
     ("打车预算每次不超过50元。", "打车预算改成80元。"),
+    # a sentence-final 了 says the state changed, not that something happened
+    ("以后订酒店别超过八百一晚。", "酒店预算可以提高到一千一晚了。"),
+    ("每周跑步目标20公里。", "跑步目标改成25公里了。"),
 ])
 def test_a_sentence_that_changes_a_rules_quantity_changes_the_rule(model, old, change, monkeypatch, make_memory):
     # none of these pairs is in replacements.tsv or revisions.tsv. A change that is no rule by
@@ -234,6 +237,17 @@ def test_a_change_of_a_time_leaves_a_rule_that_asks_for_a_bit_of_something(model
 def test_a_sentence_with_the_rules_words_that_changes_nothing_leaves_the_rule(model, said, monkeypatch, make_memory):
     old = "My taxi budget is at most 40 euros a ride."
     mem = told(model, monkeypatch, make_memory, old, said)
+    assert pinned(mem) == [old]
+
+
+@pytest.mark.parametrize(("old", "said"), [
+    ("每周跑步目标20公里。", "这周已经跑了25公里了。"),  # 了 after the verb: it happened
+    ("每天咖啡不超过两杯。", "我今天喝了三杯咖啡。"),
+    ("以后订酒店别超过八百一晚。", "酒店都涨到九百一晚了。"),  # a state, not the user's rule
+])
+def test_what_happened_or_how_things_are_changes_no_rule(old, said, make_memory):
+    mem = make_memory()
+    tell(mem, old, said)
     assert pinned(mem) == [old]
 
 

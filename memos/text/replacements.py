@@ -61,7 +61,10 @@ _ABOUT = {
                          r"parents|wife|husband|partner|boss|friend|kids?|son|daughter|colleague|manager|roommate|"
                          r"neighbou?r|aunt|uncle|cousin|grand\w+)s?\b|[A-Z][a-z]+ (?:has|had|changed|switched|moved))\b", re.I),
               re.compile(rf"^(?:他|她|他们|她们|(?:我|我的|我们的?|我家)?(?:{_ZH_KIN}))")),
-    "past": (re.compile(_EN_CUES["past"], re.I), re.compile(_ZH_CUES["past"])),
+    # a sentence-final 了 says a state has changed ("跑步目标改成25公里了。", "预算可以提高到一千了。"),
+    # not that something happened: only 了 with more after it ("今天跑了5公里") reads as past here
+    "past": (re.compile(_EN_CUES["past"], re.I),
+             re.compile(_ZH_CUES["past"].replace("(?:了|", "(?:了(?![吧啊呀啦嘛哦]?[。！!~～…]*$)|", 1))),
     # the rule detector's one-off cues less "now" and "at <time>": "Bedtime is 8:30 now." and
     # "Send the summary at 8:30 instead." change a rule's time
     "oneoff": (re.compile(r"\b(?:tonight|today|tomorrow|this (?:time|once|week|weekend|trip|one|order|purchase|bill|"
