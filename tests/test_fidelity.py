@@ -46,6 +46,24 @@ def test_chatty_session_at_a_small_budget_never_fails_and_the_pinned_section_sta
             assert mem.counter.count_message(pinned[0]) <= mem.settings.pinned_max_tokens
 
 
+@pytest.mark.parametrize("room", range(0, 48, 4))
+def test_a_budget_the_newest_messages_nearly_fill_still_gives_a_prompt_whatever_the_rules(make_memory, room):
+    # the rules give way, and so does the line that tells the agent about them ("+1 more
+    # stated rule(s), kept as facts": 41 tokens), which was kept when no rule fitted
+    probe = make_memory(session="probe", budget=4096)
+    said = [user("I never fly before 9am, and please never book me a middle seat."), assistant("Noted, both.")]
+    probe.add(said)
+    floor = probe.counter.count_messages(probe.context())  # the two messages and the rule
+    rule = next(m for m in probe.context() if PINNED_HEADER in str(m.get("content")))
+    floor -= probe.counter.count_message(rule)
+    mem = make_memory(budget=max(64, floor + room))
+    mem.add(said)
+    assert [f for f in mem.facts() if f.kind == "constraint"]  # a rule, pinned automatically
+    ctx = mem.context()  # never raises because of it
+    assert mem.counter.count_messages(ctx) <= mem.settings.budget_tokens
+    assert [m["content"] for m in ctx if m["role"] != "system"] == [m["content"] for m in said]
+
+
 def test_rules_past_the_cap_stay_facts_and_the_agent_is_told(make_memory):
     mem = make_memory(budget=1024)
     rules = TEST_RULES["en"][:40]
