@@ -224,10 +224,11 @@ class RuleExtractor:
             return found
         out = []
         for a in found:
-            contact = _CLAUSE_END.split(a.value, maxsplit=1)[0].strip()
             if not _CJK.search(a.key):
                 out.append(a)
-            elif "的" not in a.key and value_kind(contact) is not None:
+                continue
+            contact = _CLAUSE_END.split(a.value, maxsplit=1)[0].strip()
+            if "的" not in a.key and value_kind(contact) is not None:
                 out.append(replace(a, value=contact))
         return out
 

@@ -96,10 +96,9 @@ def message_key(data: Mapping[str, Any]) -> tuple[Any, ...]:
     """What identifies a chat message whatever shape a converter gave it: its role, its text,
     the tool call it answers and the tool calls it makes."""
     calls = tuple(str(c.get("id")) for c in data.get("tool_calls") or [] if isinstance(c, Mapping))
-    text = message_text(data)
-    if data.get("role") == "tool":  # as validate_message stores it
-        text = plain_json(text)
-    return (data.get("role"), text.strip(), str(data.get("tool_call_id") or ""), calls)
+    if data.get("role") == "tool":  # read as validate_message stores it
+        data = {**data, "content": _plain_content(data.get("content"))}
+    return (data.get("role"), message_text(data).strip(), str(data.get("tool_call_id") or ""), calls)
 
 
 # One JSON escape: a surrogate pair, a \uXXXX, or a one-character escape (so "\\u00e9" is read
@@ -132,6 +131,16 @@ def plain_json(text: str) -> str:
     except ValueError:
         return text
     return _JSON_ESCAPE.sub(_written_out, text)
+
+
+def _plain_content(content: Any) -> Any:
+    """A tool result's content with :func:`plain_json` applied to its text, or to each text part."""
+    if isinstance(content, str):
+        return plain_json(content)
+    if isinstance(content, list):
+        return [{**p, "text": plain_json(p["text"])} if isinstance(p, Mapping) and p.get("type") == "text"
+                and isinstance(p.get("text"), str) else p for p in content]
+    return content
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -273,10 +282,8 @@ def validate_message(raw: Any, where: str = "message") -> dict[str, Any]:
         if "tool_calls" in data:
             raise InvalidMessage(f"{where}: only assistant messages may have 'tool_calls'")
         out["content"] = _text_content(data.get("content"), where, allow_none=False)
-    if role == "tool":  # a JSON result's escaped characters written out (the same value)
-        content = out["content"]
-        out["content"] = (plain_json(content) if isinstance(content, str) else
-                          [{**p, "text": plain_json(p["text"])} if p.get("type") == "text" else p for p in content])
+    if role == "tool":
+        out["content"] = _plain_content(out["content"])  # a JSON result's escapes written out: the same value
         call_id = data.get("tool_call_id")
         if not isinstance(call_id, str) or not call_id:
             raise InvalidMessage(f"{where}: 'tool_call_id' is required and must be a non-empty string")

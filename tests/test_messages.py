@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memos import InvalidMessage
-from memos.messages import plain_json
+from memos.messages import message_key, message_text, plain_json, validate_message
 from tests.conftest import assistant, call, tool_chain, user
 
 
@@ -181,3 +181,11 @@ def test_an_escaped_json_tool_result_is_stored_readable_and_found_by_its_words(m
     assert mem.stats().demotions > 0
     hits = mem.retrieve("杨公堤")
     assert any("880" in h.text and "tool" in h.text for h in hits), [h.text for h in hits]
+
+
+def test_a_tool_result_is_known_by_its_key_however_its_json_is_escaped():
+    escaped = json.dumps({"城市": "杭州"})
+    for content in (escaped, [{"type": "text", "text": escaped}, {"type": "text", "text": escaped}]):
+        raw = {"role": "tool", "tool_call_id": "c1", "content": content}
+        stored = validate_message(raw)
+        assert "杭州" in message_text(stored) and message_key(raw) == message_key(stored)
