@@ -407,6 +407,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run(parser, args)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader stopped reading (`memos export | head`): no error of ours
+        # the interpreter flushes stdout again at exit; pointed at devnull, that does not fail too
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except SystemExit:
         raise
     except Exception as exc:

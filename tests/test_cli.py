@@ -145,3 +145,21 @@ def test_a_store_that_cannot_be_opened_names_its_path_and_the_fix():
     assert "/srv/readonly/memos.db" in line and "writable" in line and "\n" not in line
     exc = sqlalchemy.exc.OperationalError("INSERT", {}, sqlite3.OperationalError("attempt to write a readonly database"))
     assert "/srv/readonly/memos.db" in describe_error(exc, "/srv/readonly/memos.db")
+
+
+def test_export_into_a_reader_that_stops_early_says_nothing(tmp_path):
+    from memos import Memory
+
+    store = str(tmp_path / "p.db")
+    with Memory("s", user="ana", store=store, embedding_model_dir=str(tmp_path / "no-model")) as mem:
+        for i in range(200):  # far more than a pipe holds
+            mem.add([{"role": "user", "content": f"Message {i}: " + "words to export " * 40},
+                     {"role": "assistant", "content": "Noted."}])
+    proc = subprocess.Popen([sys.executable, "-m", "memos", "export", "--store", store, "--user", "ana", "--session", "s"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert "Message 0:" in proc.stdout.readline().decode()  # as `| head -1` reads it
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=120)
+    assert err == "", err  # no "error: [Errno 32] Broken pipe", no traceback
