@@ -283,11 +283,7 @@ class ContextAssembler:
             notice = notice if skipped else []
             msg = pinned_message(sorted(lines + [ln for ln, _ in taken], key=lambda ln: when.get(ln, 0.0)) + notice)
             out = (msg, self.counter.count_message(msg) if msg else 0)
-            if not skipped or out[1] <= max(cap, used):
-                break
-            if not taken:  # not even that line fits: the rules stay facts, unannounced
-                msg = pinned_message(sorted(lines, key=lambda ln: when.get(ln, 0.0)))
-                out = (msg, self.counter.count_message(msg) if msg else 0)
+            if not skipped or out[1] <= max(cap, used) or not taken:
                 break
             taken.pop()
         shown.update(fid for _, fid in taken + covered if fid is not None)

@@ -149,7 +149,7 @@ class Compactor:
                 pinned = self.assembler.pinned_section(query, rooms.pinned)[1]
                 raise BudgetExceeded(
                     total, s.budget_tokens,
-                    f"system {system}, explicit pins {pinned}, tool schemas {self.assembler.tools_tokens}, "
+                    f"system {system}, pinned section {pinned}, tool schemas {self.assembler.tools_tokens}, "
                     f"hot tier that guards keep {self.assembler.hot_tokens()}",
                 )
             return rooms

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memos import Memory, MemosSettings, PinLimitExceeded
+from memos import BudgetExceeded, Memory, MemosSettings, PinLimitExceeded
 from memos.paging.context import PINNED_HEADER, PRESSURE_HEADER, RECALL_HEADER, SUMMARY_HEADER, find_orphans
 from tests.conftest import assistant, needs_model, user
 from tests.test_rules import load_corpus
@@ -46,22 +46,35 @@ def test_chatty_session_at_a_small_budget_never_fails_and_the_pinned_section_sta
             assert mem.counter.count_message(pinned[0]) <= mem.settings.pinned_max_tokens
 
 
-@pytest.mark.parametrize("room", range(0, 48, 4))
-def test_a_budget_the_newest_messages_nearly_fill_still_gives_a_prompt_whatever_the_rules(make_memory, room):
-    # the rules give way, and so does the line that tells the agent about them ("+1 more
-    # stated rule(s), kept as facts": 41 tokens), which was kept when no rule fitted
-    probe = make_memory(session="probe", budget=4096)
-    said = [user("I never fly before 9am, and please never book me a middle seat."), assistant("Noted, both.")]
-    probe.add(said)
-    floor = probe.counter.count_messages(probe.context())  # the two messages and the rule
-    rule = next(m for m in probe.context() if PINNED_HEADER in str(m.get("content")))
-    floor -= probe.counter.count_message(rule)
-    mem = make_memory(budget=max(64, floor + room))
-    mem.add(said)
-    assert [f for f in mem.facts() if f.kind == "constraint"]  # a rule, pinned automatically
-    ctx = mem.context()  # never raises because of it
-    assert mem.counter.count_messages(ctx) <= mem.settings.budget_tokens
-    assert [m["content"] for m in ctx if m["role"] != "system"] == [m["content"] for m in said]
+def test_rules_pinned_automatically_never_make_the_prompt_fail_where_the_same_talk_would_not(make_memory):
+    # memos' tool schemas in the budget and little room left: a prompt that holds a rule-setting
+    # message fails only where the same talk would
+    # the rule-setting message is the newest (the prompt for the reply to it), or has left the
+    # hot tier for the one after
+    for tail in ([], [assistant("Noted, both."), user("What should we plan next?")]):
+        _rules_never_fail_where_talk_would_not(make_memory, tail)
+
+
+def _rules_never_fail_where_talk_would_not(make_memory, tail) -> None:
+    rules = [user("I never fly before 9am, and please never book me a middle seat."), *tail]
+    talk = [user("I flew to Porto before 9am, and the middle seat was fine, really."), *tail]
+    probe = make_memory(session="probe", tools=None)
+    schemas = probe.counter.count_tools(probe.tools())
+    fits = 0
+    for budget in range(schemas + 8, schemas + 140, 6):
+        plain, ruled = (make_memory(session=f"{kind}-{len(tail)}-{budget}", budget=budget, tools=None)
+                        for kind in ("talk", "rules"))
+        plain.add(talk)
+        ruled.add(rules)
+        assert [f for f in ruled.facts() if f.kind == "constraint"]  # pinned automatically
+        try:
+            plain.context()
+        except BudgetExceeded:
+            continue  # the newest message does not fit: a budget too small for any prompt
+        fits += 1
+        ctx = ruled.context()  # never raises where the same talk does not
+        assert ruled.counter.count_messages(ctx) + schemas <= budget
+    assert fits >= 10
 
 
 def test_rules_past_the_cap_stay_facts_and_the_agent_is_told(make_memory):
