@@ -101,8 +101,8 @@ def message_key(data: Mapping[str, Any]) -> tuple[Any, ...]:
     return (data.get("role"), message_text(data).strip(), str(data.get("tool_call_id") or ""), calls)
 
 
-# One JSON escape: a surrogate pair, a \uXXXX, or a one-character escape (so "\\u00e9" is read
-# as an escaped backslash and the text "u00e9", not as an é).
+# One JSON escape: a surrogate pair, a \u and four hex digits, or a one-character escape (so
+# "\\u00e9" is read as an escaped backslash and the text "u00e9", not as an é).
 _JSON_ESCAPE = re.compile(r"\\(?:u([dD][89abAB][0-9a-fA-F]{2})\\u([dD][c-fC-F][0-9a-fA-F]{2})|u([0-9a-fA-F]{4})|.)", re.S)
 
 
@@ -120,8 +120,8 @@ def _written_out(m: re.Match[str]) -> str:
 
 
 def plain_json(text: str) -> str:
-    """``text`` with the ``\\uXXXX`` escapes of its non-ASCII characters written as the
-    characters when it is JSON (what ``json.dumps`` writes by default: "\\u676d\\u5dde" for
+    """``text`` with the ``\\u`` escapes (four hex digits) of its non-ASCII characters written
+    as the characters when it is JSON (what ``json.dumps`` writes by default: "\\u676d\\u5dde" for
     "杭州"), and unchanged otherwise. The JSON value is the same; the text is searchable by its
     words and, for Chinese, costs about half the tokens."""
     if "\\u" not in text or text.lstrip()[:1] not in ('{', '[', '"'):

@@ -105,28 +105,30 @@ def test_a_current_fact_that_quotes_a_corrected_value_says_it_is_outdated(store)
     mem.close()
 
 
-def test_a_chinese_correction_replaces_the_number_it_follows(store):
+def corrected_after(store: str, given: str) -> tuple[Memory, dict]:
+    """A session where the user gave a number (``given``), then "不对，我说错了，是13900139000。";
+    with its identifiers, current and past, by key."""
     mem = Memory("s", store=store, budget=4000)
-    mem.add(user("我的手机号是13800138000。"))
+    mem.add(user(given))
     mem.add(assistant("好的，记下了。"))
     mem.add(user("不对，我说错了，是13900139000。"))
+    return mem, {f.key: f for f in mem.facts(include_history=True) if f.kind == "identifier"}
+
+
+def test_a_chinese_correction_replaces_the_number_it_follows(store):
+    mem, by_key = corrected_after(store, "我的手机号是13800138000。")
     # the number was given under its key, so the correction replaces the keyed fact, as in English
     (row,) = [f for f in mem.facts() if f.key == "手机号"]
     assert row.value == "13900139000"
     assert [(f.value, f.status) for f in mem.cold.history(row.id)] == [("13800138000", "superseded"),
                                                                         ("13900139000", "current")]
-    by_key = {f.key: f for f in mem.facts(include_history=True) if f.kind == "identifier"}
     assert by_key["13800138000"].status == "superseded" and by_key["13900139000"].status == "current"
     assert by_key["13800138000"].superseded_by == row.id
     mem.close()
 
 
 def test_a_chinese_correction_replaces_a_number_given_without_its_key(store):
-    mem = Memory("s", store=store, budget=4000)
-    mem.add(user("有事打13800138000找我。"))
-    mem.add(assistant("好的，记下了。"))
-    mem.add(user("不对，我说错了，是13900139000。"))
-    by_key = {f.key: f for f in mem.facts(include_history=True) if f.kind == "identifier"}
+    mem, by_key = corrected_after(store, "有事打13800138000找我。")
     assert by_key["13800138000"].status == "superseded" and by_key["13900139000"].status == "current"
     assert by_key["13800138000"].superseded_by == by_key["13900139000"].id
     mem.close()
