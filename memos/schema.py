@@ -118,14 +118,16 @@ def in_memory(database: str | URL | Engine) -> bool:
 
 def make_engine(store: str | Path) -> Engine:
     """An engine for an SQLAlchemy URL, or for a SQLite file when given a path. Raises
-    ``ValueError`` for anything else (another type, an empty path, a URL SQLAlchemy cannot
-    open)."""
+    ``ValueError`` for anything else (another type, an empty path, a folder, a URL SQLAlchemy
+    cannot open)."""
     if not isinstance(store, (str, os.PathLike)) or not str(store).strip():
         raise ValueError(f"store must be a SQLite file path or a database URL, got {store!r}")
     url = str(store)
     if "://" not in url:
         path = Path(url).expanduser()
         if url != ":memory:":
+            if path.is_dir():
+                raise ValueError(f"store {url!r} is a folder; give a SQLite file path, such as {str(path / 'memos.db')!r}")
             path.parent.mkdir(parents=True, exist_ok=True)
             url = f"sqlite:///{path}"
         else:

@@ -320,6 +320,12 @@ def test_a_store_that_is_neither_a_path_nor_a_url_is_a_clear_error(store, match,
     assert list(tmp_path.iterdir()) == []  # no file named after it
 
 
+def test_a_store_that_is_a_folder_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="is a folder; give a SQLite file path"):
+        Memory("s", store=tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_an_in_memory_store_is_one_database_whatever_the_thread(caplog):
     import logging
     import threading
