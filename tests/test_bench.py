@@ -250,6 +250,15 @@ def test_memdaily_runs_on_files_of_its_shape_and_names_one_that_is_not(tmp_path,
     assert "02_other.json is not a MemDaily file" in said and "Traceback" not in said
 
 
+@pytest.mark.parametrize("text", ["Creative Commons Attribution-NonCommercial 4.0", '[{"sample_id": "x"}]'])
+def test_a_file_that_is_not_locomo_is_named_in_one_line(tmp_path, capsys, text):
+    path = tmp_path / "notes.json"
+    path.write_text(text, encoding="utf-8")
+    assert main(["bench", "locomo", "--data", str(path), "--strategies", "sliding_window", "--budget", "1024"]) == 1
+    said = capsys.readouterr().err
+    assert "notes.json is not a LoCoMo file" in said and "Traceback" not in said
+
+
 def _phone_file(path: Path) -> None:
     """Three people tell which phone they use and what they think of it, each asked about it
     the same way; a fourth tells of an appliance."""

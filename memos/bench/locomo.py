@@ -54,39 +54,45 @@ def _sessions(conv: dict[str, Any]) -> Iterator[tuple[int, list[dict[str, Any]],
 def load_locomo(path: str | Path, *, conversations: int | None = None, date_notes: bool = False) -> list[Conversation]:
     """Read ``locomo7.json``; malformed evidence ids ("D8:6; D9:17", "D") are split or skipped.
     Each session's date goes before its first turn's text, or, with ``date_notes``, in a
-    system message of its own before it (``[session 12: 1:56 pm on 8 May, 2023]``), as apps add them."""
-    data = json.loads(Path(path).read_text())
-    out: list[Conversation] = []
-    for item in data[:conversations]:
-        conv = item["conversation"]
-        a = conv["speaker_a"]
-        messages: list[dict[str, Any]] = []
-        texts: dict[str, str] = {}
-        starts: list[int] = []
-        for number, turns, date in _sessions(conv):
-            starts.append(len(messages))  # a session starts with its date note, when there is one
-            if date_notes and date:
-                messages.append({"role": "system", "content": f"[session {number}: {date}]"})
-            for i, t in enumerate(turns):
-                text = str(t.get("text", ""))
-                texts[str(t.get("dia_id"))] = text
-                body = f"{t['speaker']}: {text}"
-                if t.get("blip_caption"):
-                    body += f" [shares a photo: {t['blip_caption']}]"
-                if i == 0 and date and not date_notes:
-                    body = f"({date}) {body}"
-                messages.append({"role": "user" if t["speaker"] == a else "assistant", "content": body})
-        questions = []
-        for q in item.get("qa", []):
-            if q.get("category") not in CATEGORIES:
-                continue
-            ids = [e.strip() for raw in q.get("evidence", []) for e in str(raw).split(";")]
-            evidence = [texts[e] for e in ids if e in texts]
-            questions.append({"question": q["question"], "answer": q.get("answer"), "category": q["category"],
-                              "evidence": evidence})
-        out.append(Conversation(str(item.get("sample_id", len(out))), tuple(messages), texts, tuple(questions),
-                                tuple(starts)))
-    return out
+    system message of its own before it (``[session 12: 1:56 pm on 8 May, 2023]``), as apps add them.
+    Raises ``ValueError`` naming the file when it is not a LoCoMo file."""
+    try:
+        return [_conversation(item, i, date_notes) for i, item in
+                enumerate(json.loads(Path(path).read_text(encoding="utf-8"))[:conversations])]
+    except (ValueError, LookupError, TypeError, AttributeError) as exc:
+        raise ValueError(f"{path} is not a LoCoMo file (a list of conversations, each with conversation and qa): "
+                         f"{type(exc).__name__}: {exc}") from exc
+
+
+def _conversation(item: dict[str, Any], index: int, date_notes: bool) -> Conversation:
+    """One conversation of the file: its turns as messages, its questions with their evidence texts."""
+    conv = item["conversation"]
+    a = conv["speaker_a"]
+    messages: list[dict[str, Any]] = []
+    texts: dict[str, str] = {}
+    starts: list[int] = []
+    for number, turns, date in _sessions(conv):
+        starts.append(len(messages))  # a session starts with its date note, when there is one
+        if date_notes and date:
+            messages.append({"role": "system", "content": f"[session {number}: {date}]"})
+        for i, t in enumerate(turns):
+            text = str(t.get("text", ""))
+            texts[str(t.get("dia_id"))] = text
+            body = f"{t['speaker']}: {text}"
+            if t.get("blip_caption"):
+                body += f" [shares a photo: {t['blip_caption']}]"
+            if i == 0 and date and not date_notes:
+                body = f"({date}) {body}"
+            messages.append({"role": "user" if t["speaker"] == a else "assistant", "content": body})
+    questions = []
+    for q in item.get("qa", []):
+        if q.get("category") not in CATEGORIES:
+            continue
+        ids = [e.strip() for raw in q.get("evidence", []) for e in str(raw).split(";")]
+        evidence = [texts[e] for e in ids if e in texts]
+        questions.append({"question": q["question"], "answer": q.get("answer"), "category": q["category"],
+                          "evidence": evidence})
+    return Conversation(str(item.get("sample_id", index)), tuple(messages), texts, tuple(questions), tuple(starts))
 
 
 ANSWER_PROMPT = ("[memos:answer] Answer the user's last question from the conversation and memory in this prompt. "

@@ -28,8 +28,12 @@ def load_preferences(data: str | Path, *, per_topic: int | None = None) -> list[
     ``per_topic`` of each topic when given)."""
     out = []
     for f in sorted(Path(data, "explicit_preference").glob("*.json")):
-        for item in json.loads(f.read_text())[:per_topic]:
-            out.append({"topic": f.stem, "preference": str(item["preference"]), "question": str(item["question"])})
+        try:
+            for item in json.loads(f.read_text(encoding="utf-8"))[:per_topic]:
+                out.append({"topic": f.stem, "preference": str(item["preference"]), "question": str(item["question"])})
+        except (ValueError, LookupError, TypeError) as exc:
+            raise ValueError(f"{f} is not a PrefEval topic file (a list of items with preference and question): "
+                             f"{type(exc).__name__}: {exc}") from exc
     if not out:
         raise FileNotFoundError(f"no explicit_preference/*.json under {data}")
     return out
@@ -37,8 +41,13 @@ def load_preferences(data: str | Path, *, per_topic: int | None = None) -> list[
 
 def load_fillers(data: str | Path) -> list[dict[str, str]]:
     """The filler messages of ``filtered_inter_turns.json``, conversation after conversation."""
-    convs = json.loads(Path(data, "filtered_inter_turns.json").read_text())
-    return [{"role": str(m["role"]), "content": str(m["content"])} for c in convs for m in c["conversation"]]
+    path = Path(data, "filtered_inter_turns.json")
+    try:
+        convs = json.loads(path.read_text(encoding="utf-8"))
+        return [{"role": str(m["role"]), "content": str(m["content"])} for c in convs for m in c["conversation"]]
+    except (ValueError, LookupError, TypeError) as exc:
+        raise ValueError(f"{path} is not PrefEval's filler file (a list of conversations of role / content "
+                         f"messages): {type(exc).__name__}: {exc}") from exc
 
 
 def run_prefeval(
