@@ -25,8 +25,9 @@ _KEYS = {"role", "content", "name", "tool_calls", "tool_call_id"}
 _BAD_NAME = re.compile(r"[\s<|\\/>]")
 # what a tool call passes, by its type: a function's JSON arguments, a custom tool's free-form input
 _CALL_KINDS = {"function": ("arguments", "a JSON string"), "custom": ("input", "a string")}
-# Keys an OpenAI response message carries that do not go back into a request.
-_DROPPED_KEYS = {"refusal", "annotations", "audio", "function_call", "reasoning_content"}
+# Keys an OpenAI response message carries that do not go back into a request (``parsed``:
+# structured outputs' object, parsed from the content that is kept).
+_DROPPED_KEYS = {"refusal", "annotations", "audio", "function_call", "reasoning_content", "parsed"}
 
 
 @dataclass(frozen=True)

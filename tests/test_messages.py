@@ -91,6 +91,23 @@ def test_sdk_style_messages_are_accepted_and_normalised(make_memory):
     assert parts.text == "look"
 
 
+def test_a_structured_output_reply_is_logged_as_its_json_text(make_memory):
+    # client.chat.completions.parse(response_format=Trip) returns a message whose `parsed` holds a Trip
+    from openai.types.chat import ParsedChatCompletionMessage
+    from pydantic import BaseModel
+
+    class Trip(BaseModel):
+        city: str
+        days: int
+
+    mem = make_memory()
+    mem.add(user("Plan three days in Porto."))
+    reply = ParsedChatCompletionMessage[Trip](role="assistant", content='{"city":"Porto","days":3}',
+                                              parsed=Trip(city="Porto", days=3))
+    (logged,) = mem.add(reply)
+    assert logged.data == {"role": "assistant", "content": '{"city":"Porto","days":3}'}
+
+
 def test_a_refusal_or_an_audio_reply_is_logged_with_what_it_said(make_memory):
     # the SDK's message for a refusal has no content; add() raised and the turn was not logged
     from openai.types.chat import ChatCompletionMessage
