@@ -136,9 +136,13 @@ class Memory:
 
         The messages are validated first, as a batch: on a bad one an
         :class:`~memos.errors.InvalidMessage` (a ``ValueError``) names the problem and
-        nothing is stored. Returns the logged messages with their ids and sequence numbers.
+        nothing is stored. Responses API items are accepted too, a response's output items
+        together (``add(response.output)``; see :mod:`memos.responses`). Returns the logged
+        messages with their ids and sequence numbers.
         """
         batch = validate_batch(messages, self._state.pending_calls(), self._state.call_ids)
+        if not batch:  # nothing but reasoning items
+            return []
         items = [(m, self.counter.count_message(m), False) for m in batch]
         if not self._budget_recorded:  # what `memos inspect` measures this session against
             self.store.record_budget(self.namespace, self.settings.budget_tokens)
@@ -415,8 +419,10 @@ class Memory:
     def handle_tool_call(self, tool_call: Any) -> dict[str, Any]:
         """Run one memory tool call and return the ``tool`` message to add.
 
-        Accepts the SDK's tool-call objects or their dicts. Whatever is wrong with the
-        call comes back as an error result the model can read, never as an exception.
+        Accepts the SDK's tool-call objects or their dicts, and the Responses API's
+        ``function_call`` items (answered with a ``function_call_output`` item). Whatever is
+        wrong with the call comes back as an error result the model can read, never as an
+        exception.
         """
         return handle_tool_call(self, tool_call, prefixes=tuple(self._tools.prefixes))
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InvalidMessage
+from .responses import from_items, is_responses_item
 
 __all__ = ["ROLES", "Message", "as_roles", "call_input", "call_name", "message_key", "message_text", "plain_json",
            "validate_batch", "validate_message", "with_input"]
@@ -301,11 +302,17 @@ def validate_batch(raw: Any, pending_calls: Sequence[str], known_call_ids: Itera
     for results. A tool message must answer one of them; while any is unanswered only
     tool messages may follow (the API rejects anything else). ``known_call_ids`` are all
     call ids already used in the session, so a reused id is caught.
+    Responses API items are read as the chat messages they stand for
+    (:func:`memos.responses.from_items`); a batch of nothing but reasoning items is empty.
     Returns the normalised messages; raises :class:`InvalidMessage` naming the first bad one.
     """
     items = list(raw) if isinstance(raw, (list, tuple)) else [raw]
     if not items:
         raise InvalidMessage("add() needs at least one message")
+    responses = any(map(is_responses_item, items))
+    if responses:
+        items = from_items(items)  # Responses API items: chat messages (reasoning items left out)
+    hint = "; add a response's output items in one call, mem.add(response.output)" if responses else ""
     pending = list(pending_calls)
     used = set(known_call_ids)
     out = []
@@ -326,9 +333,9 @@ def validate_batch(raw: Any, pending_calls: Sequence[str], known_call_ids: Itera
             pending.remove(call_id)
         else:
             if pending:
-                raise InvalidMessage(
-                    f"{where}: a {role} message cannot follow unanswered tool calls {pending}; add their tool results first"
-                )
+                article = "an" if role[0] in "aeiou" else "a"
+                raise InvalidMessage(f"{where}: {article} {role} message cannot follow unanswered tool calls {pending}; "
+                                     f"add their tool results first{hint}")
             if role == "assistant" and "tool_calls" in msg:
                 ids = [c["id"] for c in msg["tool_calls"]]
                 reused = [c for c in ids if c in used]

@@ -298,22 +298,28 @@ def dispatch(memory: Memory, name: str, arguments: Any, *, prefixes: Sequence[st
 def handle_tool_call(memory: Memory, tool_call: Any, *, prefixes: Sequence[str] = ("",)) -> dict[str, Any]:
     """Run one memory tool call against ``memory`` and return the ``tool`` message to add.
 
-    Accepts the SDK's tool-call objects or their dicts. Whatever is wrong with the call
-    comes back as an error result the model can read, never as an exception."""
+    Accepts the SDK's tool-call objects or their dicts, and the Responses API's
+    ``function_call`` items, answered with a ``function_call_output`` item. Whatever is
+    wrong with the call comes back as an error result the model can read, never as an
+    exception."""
     if hasattr(tool_call, "model_dump") and not isinstance(tool_call, dict):
         tool_call = tool_call.model_dump()
 
     def field(obj: Any, key: str) -> Any:  # a dict's item or another SDK's attribute
         return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
 
-    call_id = str(field(tool_call, "id") or "")
-    fn = field(tool_call, "function")
+    item = field(tool_call, "type") == "function_call"  # the Responses API's: name and arguments at the top
+    call_id = str(field(tool_call, "call_id" if item else "id") or "")
+    fn = tool_call if item else field(tool_call, "function")
     name, args = (str(field(fn, "name") or ""), field(fn, "arguments")) if fn is not None else ("", None)
     if not name:
         result: dict[str, Any] = {"status": "error", "error": "a tool call needs function.name and function.arguments"}
     else:
         result = run_tool(memory, name, args, prefixes=prefixes)
-    return {"role": "tool", "tool_call_id": call_id, "content": json.dumps(result, ensure_ascii=False)}
+    output = json.dumps(result, ensure_ascii=False)
+    if item:
+        return {"type": "function_call_output", "call_id": call_id, "output": output}
+    return {"role": "tool", "tool_call_id": call_id, "content": output}
 
 
 def run_tool(memory: Memory, name: str, arguments: Any, *, prefixes: Sequence[str] = ("",)) -> dict[str, Any]:

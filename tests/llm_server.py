@@ -1,4 +1,5 @@
-"""A real HTTP server on 127.0.0.1 that speaks OpenAI's /v1/chat/completions, for tests.
+"""A real HTTP server on 127.0.0.1 that speaks OpenAI's /v1/chat/completions and
+/v1/responses, for tests.
 
 Replies are deterministic:
 - a memos summary request ("[memos:summarize]") gets bullet lines made from the
@@ -160,7 +161,8 @@ class FakeOpenAI:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with server.lock:
                     server.requests.append(body)
-                if not self.path.endswith("/chat/completions"):
+                responses = self.path.endswith("/responses")
+                if not responses and not self.path.endswith("/chat/completions"):
                     self._send(404, json.dumps({"error": {"message": "not found"}}).encode())
                     return
                 fault = server._fault()
@@ -179,9 +181,78 @@ class FakeOpenAI:
                     return
                 if fault == "slow":
                     time.sleep(server.slow_s)
+                if responses:
+                    try:
+                        chat = chat_request(body)
+                    except ValueError as exc:
+                        self._send(400, _error(str(exc), "invalid_request_error"))
+                        return
+                    self._send(200, json.dumps(_response(server.reply(chat))).encode())
+                    return
                 self._send(200, json.dumps(server.reply(body)).encode())
 
         return Handler
+
+
+def chat_request(body: dict[str, Any]) -> dict[str, Any]:
+    """A /v1/responses request read as the chat request ``reply`` answers; raises
+    ``ValueError`` where the Responses API answers 400: a call output with no call before
+    it, a call with no output after it, an item it does not know."""
+    items = body.get("input")
+    items = [{"role": "user", "content": items}] if isinstance(items, str) else list(items or [])
+    outputs = [i["call_id"] for i in items if i.get("type") in ("function_call_output", "custom_tool_call_output")]
+    messages: list[dict[str, Any]] = []
+    if body.get("instructions"):
+        messages.append({"role": "system", "content": body["instructions"]})
+    seen: set[str] = set()
+    for item in items:
+        kind = item.get("type", "message")
+        if kind in ("function_call", "custom_tool_call"):
+            if item["call_id"] not in outputs:
+                raise ValueError(f"No tool output found for function call {item['call_id']}.")
+            seen.add(item["call_id"])
+            call = {"id": item["call_id"], "type": "function",
+                    "function": {"name": item["name"], "arguments": item.get("arguments", "")}}
+            if messages and messages[-1].get("role") == "assistant" and "tool_calls" in messages[-1]:
+                messages[-1]["tool_calls"].append(call)
+            else:
+                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            if item["call_id"] not in seen:
+                raise ValueError(f"No tool call found for function call output with call_id {item['call_id']}.")
+            messages.append({"role": "tool", "tool_call_id": item["call_id"], "content": item["output"]})
+        elif kind == "reasoning":
+            continue
+        elif kind == "message":
+            content = item["content"]
+            if isinstance(content, list):
+                for part in content:
+                    if part.get("type") not in ("input_text", "output_text", "input_image", "input_file", "refusal"):
+                        raise ValueError(f"Invalid content part type {part.get('type')!r}.")
+                content = "".join(p.get("text", "") for p in content)
+            messages.append({"role": item["role"], "content": content})
+        else:
+            raise ValueError(f"Invalid input item type {kind!r}.")
+    tools = [{"type": t["type"], t["type"]: {k: v for k, v in t.items() if k != "type"}} for t in body.get("tools") or []]
+    return {"model": body.get("model"), "messages": messages, "tools": tools}
+
+
+def _response(chat: dict[str, Any]) -> dict[str, Any]:
+    """A chat completion's message as a Responses API response: a reasoning item, then the
+    message and function calls."""
+    message = chat["choices"][0]["message"]
+    output: list[dict[str, Any]] = [{"type": "reasoning", "id": "rs_test", "summary": []}]
+    if message.get("content") or message.get("refusal"):
+        part = ({"type": "output_text", "text": message["content"], "annotations": []} if message.get("content")
+                else {"type": "refusal", "refusal": message["refusal"]})
+        output.append({"type": "message", "id": "msg_test", "role": "assistant", "status": "completed", "content": [part]})
+    for call in message.get("tool_calls") or []:
+        output.append({"type": "function_call", "id": f"fc_{call['id']}", "call_id": call["id"],
+                       "name": call["function"]["name"], "arguments": call["function"]["arguments"], "status": "completed"})
+    return {"id": "resp_test", "object": "response", "created_at": int(time.time()), "model": "test-model",
+            "status": "completed", "output": output, "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
+            "usage": {"input_tokens": 10, "output_tokens": 10, "total_tokens": 20,
+                      "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}}}
 
 
 def _error(message: str, code: str) -> bytes:

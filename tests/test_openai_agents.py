@@ -8,12 +8,12 @@ import json
 from typing import Any
 
 import pytest
-from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
+from agents import Agent, OpenAIChatCompletionsModel, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
 from openai import AsyncOpenAI
 
 from memos.integrations.openai_agents import MemosSession, message_to_items
 from memos.tokens import default_counter
-from tests.llm_server import FakeOpenAI
+from tests.llm_server import FakeOpenAI, chat_request
 
 set_tracing_disabled(True)  # the SDK would send traces to OpenAI; there is no network here
 
@@ -21,14 +21,15 @@ FILLER = ("Tell me something about the history of the Douro valley and its wine 
           "the old railway line and which villages are worth a stop on a slow trip. ")
 
 
-def _agent(srv: FakeOpenAI, session: MemosSession) -> Agent:
+def _agent(srv: FakeOpenAI, session: MemosSession, api: str = "chat") -> Agent:
     @function_tool
     def lookup_booking(reference: str) -> str:
         """Look a booking up by its reference."""
         return json.dumps({"reference": reference, "status": "confirmed"})
 
-    model = OpenAIChatCompletionsModel(model="test-model",
-                                       openai_client=AsyncOpenAI(base_url=srv.url, api_key="test", max_retries=0))
+    client = AsyncOpenAI(base_url=srv.url, api_key="test", max_retries=0)
+    model = (OpenAIChatCompletionsModel(model="test-model", openai_client=client) if api == "chat"
+             else OpenAIResponsesModel(model="test-model", openai_client=client))  # the SDK's default
     agent = Agent(name="assistant", instructions="You are a careful travel assistant.", model=model,
                   tools=[lookup_booking, *session.tools()])
     return agent
@@ -40,11 +41,12 @@ def _paired(messages: list[dict[str, Any]]) -> bool:
     return sorted(calls) == sorted(results)
 
 
-def test_runner_keeps_every_request_in_budget_paired_and_holding_the_rules(tmp_path):
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_runner_keeps_every_request_in_budget_paired_and_holding_the_rules(tmp_path, api):
     budget = 2048
     with FakeOpenAI() as srv:
         session = MemosSession("trip", user="ana", store=str(tmp_path / "m.db"), budget=budget)
-        agent = _agent(srv, session)
+        agent = _agent(srv, session, api)
 
         config = session.run_config()
 
@@ -59,15 +61,16 @@ def test_runner_keeps_every_request_in_budget_paired_and_holding_the_rules(tmp_p
 
         answer = asyncio.run(conversation())
         counter = default_counter(None)
-        sizes = [counter.count_messages(b["messages"]) + counter.count_tools(b.get("tools") or []) for b in srv.requests]
+        bodies = [b if api == "chat" else chat_request(b) for b in srv.requests]  # a 400 would have ended the run
+        sizes = [counter.count_messages(b["messages"]) + counter.count_tools(b.get("tools") or []) for b in bodies]
         assert len(srv.requests) >= 33 and max(sizes) <= budget
-        assert all(_paired(b["messages"]) for b in srv.requests)
+        assert set(srv.statuses) == {200} and all(_paired(b["messages"]) for b in bodies)
         stats = session.memory.stats()
         assert stats.demotions >= 1 and stats.messages > len(session.memory.hot())  # it paged
-        last = json.dumps(srv.requests[-1]["messages"])
+        last = json.dumps(bodies[-1]["messages"])
         assert "Ryanair" in last  # the rule from the first turn is in the last prompt
         # the model called memos' prefixed retrieve tool and answered from what it found
-        tool_names = {c["function"]["name"] for b in srv.requests for m in b["messages"]
+        tool_names = {c["function"]["name"] for b in bodies for m in b["messages"]
                       if m.get("role") == "assistant" for c in m.get("tool_calls") or []}
         assert "memory_retrieve" in tool_names
         assert "PNR-55120" in answer

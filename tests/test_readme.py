@@ -29,6 +29,7 @@ def snippet(name: str) -> str:
     ("agents", ["OK: I never fly Ryanair.", "From memory:", "Ryanair"]),
     ("mcp", ["Never book anything with Ryanair.", '"status": "ok"']),
     ("langgraph", ["OK: I'm vegetarian.", "From memory:", "vegetarian"]),
+    ("responses", ["OK: I never fly Ryanair.", "From memory:", "PNR-55120"]),
 ])
 def test_readme_snippet_runs(tmp_path, name, expected):
     (tmp_path / "snippet.py").write_text(snippet(name), encoding="utf-8")

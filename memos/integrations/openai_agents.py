@@ -47,39 +47,17 @@ from agents.run_config import CallModelData, ModelInputData  # noqa: E402
 from ..memory import Memory  # noqa: E402
 from ..messages import Message, message_key  # noqa: E402
 from ..paging.context import is_section  # noqa: E402
+from ..responses import to_items  # noqa: E402
 from ..tools_schema import AGENT_TOOLS, run_tool, tool_schemas  # noqa: E402
 
 __all__ = ["MemosSession", "message_to_items"]
 
 
 def message_to_items(message: dict[str, Any]) -> list[dict[str, Any]]:
-    """One chat message as Responses input items: a tool message becomes a
-    ``function_call_output``, an assistant message's tool calls become ``function_call``
-    items (after its text, if any), any other message an input message."""
-    role = message.get("role")
-    if role == "tool":
-        return [{"type": "function_call_output", "call_id": str(message.get("tool_call_id") or ""),
-                 "output": _text(message.get("content"))}]
-    items: list[dict[str, Any]] = []
-    text = _text(message.get("content"))
-    calls = message.get("tool_calls") or [] if role == "assistant" else []
-    if text or not calls:
-        items.append({"role": role, "content": text})
-    for call in calls:
-        fn = call.get("function") or {}
-        items.append({"type": "function_call", "call_id": str(call.get("id") or ""), "name": str(fn.get("name") or ""),
-                      "arguments": str(fn.get("arguments") or "{}")})
-    return items
-
-
-def _text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return str(content)
+    """One chat message as Responses input items (:func:`memos.responses.to_items`): a tool
+    message becomes a ``function_call_output``, an assistant message's tool calls become
+    ``function_call`` items (after its text, if any), any other message an input message."""
+    return to_items([message])
 
 
 def _chat_tool(tool: Any) -> dict[str, Any] | None:
@@ -173,7 +151,7 @@ class MemosSession:
             return self.memory.context(tools=schemas, reserve=reserve) + pending
 
         messages = await self._call(assemble)
-        items: list[Any] = [i for m in messages for i in message_to_items(m)]
+        items: list[Any] = to_items(messages)
         return ModelInputData(input=items, instructions=instructions)
 
     def _instruction_tokens(self, instructions: str | None) -> int:
@@ -187,11 +165,11 @@ class MemosSession:
             if limit < 0:
                 raise ValueError("limit must be >= 0")
             newest = await self._call(self.memory.store.newest_messages, self.memory.namespace, limit) if limit else []
-            items = [i for m in newest for i in message_to_items(m.data)]
+            items = to_items([m.data for m in newest])
             return items[-limit:] if limit else []
         messages = await self._call(self.memory.context, tools=self._schemas,
                                     reserve=self._reserve + self.input_reserve)
-        return [i for m in messages for i in message_to_items(m)]
+        return to_items(messages)
 
     async def add_items(self, items: list[Any]) -> None:
         """Log the items a run produced (memos' own sections, if handed back, are skipped)."""
