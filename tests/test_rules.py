@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.rules import evaluate, load_benchmark_sentences, load_corpus
+from benchmarks.rules import MESSAGES, evaluate, load_benchmark_sentences, load_corpus
 from memos.text.rules import (
     RuleClassifier,
     bare,
@@ -42,10 +42,19 @@ def test_the_corpus_has_a_fixed_split_with_both_languages_and_every_kind():
     assert {"narr", "other", "joke", "q", "req", "chat"} <= {r["category"] for r in rows if r["label"] == "none"}
 
 
+def test_the_chatty_messages_are_whole_messages_in_both_languages():
+    rows = load_corpus(MESSAGES)
+    for lang in ("en", "zh"):
+        part = [r for r in rows if r["lang"] == lang]
+        assert sum(r["label"] == "rule" for r in part) == 25 and sum(r["label"] == "none" for r in part) == 25
+        assert all(len(split_sentences(r["text"])) >= 3 for r in part)  # each meets the long-message bar
+    assert len({r["text"] for r in rows}) == len(rows)
+
+
 def test_recorded_results_are_those_of_the_shipped_weights(tmp_path):
     recorded = json.loads(RESULTS.read_text())
     now = evaluate(default_classifier(), data=tmp_path / "absent")["results"]
-    for name in ("train/en", "train/zh", "test/en", "test/zh", "holdout/en", "holdout/zh"):
+    for name in ("train/en", "train/zh", "test/en", "test/zh", "holdout/en", "holdout/zh", "messages/en", "messages/zh"):
         assert recorded["results"][name] == now[name], name
 
 
@@ -53,7 +62,7 @@ def test_recorded_results_are_those_of_the_shipped_weights(tmp_path):
 def test_recorded_minilm_results_are_those_of_the_shipped_weights(tmp_path):
     recorded = json.loads(RESULTS.read_text())["minilm"]["results"]
     now = evaluate(MiniLMRuleClassifier(), data=tmp_path / "absent")["results"]
-    for name in ("train/en", "train/zh", "test/en", "test/zh", "holdout/en", "holdout/zh"):
+    for name in ("train/en", "train/zh", "test/en", "test/zh", "holdout/en", "holdout/zh", "messages/en", "messages/zh"):
         assert recorded[name] == now[name], name
 
 
