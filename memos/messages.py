@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InvalidMessage
-from .responses import from_items, is_responses_item
+from .responses import from_items, is_item_type, is_responses_item
 
 __all__ = ["ROLES", "Message", "as_roles", "call_input", "call_name", "message_key", "message_text", "plain_json",
            "validate_batch", "validate_message", "with_input"]
@@ -29,6 +29,11 @@ _CALL_KINDS = {"function": ("arguments", "a JSON string"), "custom": ("input", "
 # Keys an OpenAI response message carries that do not go back into a request (``parsed``:
 # structured outputs' object, parsed from the content that is kept).
 _DROPPED_KEYS = {"refusal", "annotations", "audio", "function_call", "reasoning_content", "parsed"}
+# Content parts of a model's own reasoning (Anthropic-style thinking; LangChain's reasoning
+# block from the Responses API is an item, below): the chat format has no place for them.
+_PRIVATE_PARTS = {"thinking", "redacted_thinking"}
+# What a text part of a response carries that a request's does not (its citations, its item id).
+_RESPONSE_PART_KEYS = {"annotations", "id"}
 
 
 @dataclass(frozen=True)
@@ -172,11 +177,16 @@ def _text_content(content: Any, where: str, *, allow_none: bool) -> Any:
             if kind == "text":
                 if not isinstance(part.get("text"), str):
                     raise InvalidMessage(f"{where}: content part {i} of type 'text' needs a string 'text'")
-                parts.append({**part, "text": clean_text(part["text"])})
+                kept = {k: v for k, v in part.items() if k not in _RESPONSE_PART_KEYS}
+                parts.append({**kept, "text": clean_text(part["text"])})
+            elif kind in _PRIVATE_PARTS or is_item_type(kind):
+                continue  # reasoning, or a call the message's tool_calls hold (LangChain on the Responses API)
             elif kind in ("image_url", "input_audio", "file", "refusal"):
                 parts.append(dict(part))
             else:
                 raise InvalidMessage(f"{where}: content part {i} has unknown type {kind!r}")
+        if not parts and content:  # nothing but the model's reasoning
+            return None if allow_none else ""
         return parts
     raise InvalidMessage(f"{where}: 'content' must be a string or a list of content parts, got {type(content).__name__}")
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from .errors import InvalidMessage
 
-__all__ = ["RESPONSES_ITEM_TYPES", "from_items", "is_responses_item", "to_items", "to_tools"]
+__all__ = ["RESPONSES_ITEM_TYPES", "from_items", "is_item_type", "is_responses_item", "to_items", "to_tools"]
 
 # items memos turns into chat messages, and items it leaves out
 _CONVERTED = {"message", "function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output"}
@@ -42,6 +42,13 @@ def _plain(item: Any) -> Any:
     return item.model_dump(exclude_none=True) if hasattr(item, "model_dump") and not isinstance(item, Mapping) else item
 
 
+def is_item_type(kind: Any) -> bool:
+    """Whether ``kind`` names a Responses item (``function_call``, ``reasoning``, ``web_search_call``
+    ...), as LangChain's chat model on the Responses API also puts them among a reply's
+    content blocks, beside its text and its ``tool_calls``."""
+    return isinstance(kind, str) and (kind in RESPONSES_ITEM_TYPES or kind.endswith(("_call", "_call_output")))
+
+
 def is_responses_item(item: Any) -> bool:
     """Whether ``item`` is a Responses API item (a dict or SDK object whose ``type`` is an
     item's, such as ``message`` or ``function_call``: chat messages have none; or a message
@@ -50,8 +57,7 @@ def is_responses_item(item: Any) -> bool:
     data = _plain(item)
     if not isinstance(data, Mapping):
         return False
-    kind = data.get("type")
-    if kind in RESPONSES_ITEM_TYPES or (isinstance(kind, str) and kind.endswith(("_call", "_call_output"))):
+    if is_item_type(data.get("type")):
         return True  # chat messages have no type
     content = data.get("content")
     return "role" in data and isinstance(content, list) and any(

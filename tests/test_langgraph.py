@@ -74,6 +74,28 @@ def test_graph_turns_stay_in_budget_paired_and_keep_the_rules(tmp_path):
         history.close()
 
 
+def test_a_chat_model_on_the_responses_api_is_logged_without_its_reasoning(tmp_path):
+    # ChatOpenAI(use_responses_api=True) hands back content blocks: the model's reasoning and
+    # text with its citations; add() refused the reasoning block ("unknown type 'reasoning'")
+    budget = 2048
+    with FakeOpenAI() as srv:
+        history = MemosChatHistory("lg", user="ana", store=str(tmp_path / "lg.db"), budget=budget)
+        llm = ChatOpenAI(model="test-model", base_url=srv.url, api_key="test", max_retries=0, use_responses_api=True)
+        graph = _graph(history, llm.bind_tools(history.tools(prefix="memory_")))
+        graph.invoke({"messages": [HumanMessage("I'm vegetarian. My booking reference is PNR-31337.")]})
+        for i in range(12):
+            graph.invoke({"messages": [HumanMessage(f"Question {i}: {FILLER * 3}")]})
+        out = graph.invoke({"messages": [HumanMessage("Remind me: what was my booking reference?")]})
+
+        assert set(srv.statuses) == {200}  # every request's calls and outputs paired
+        assert "PNR-31337" in str(out["messages"][-1].content)
+        logged = [m.data for m in history.memory.history() if m.role == "assistant"]
+        assert logged and "reasoning" not in json.dumps(logged)
+        assert all(m["input"] for m in srv.requests)
+        assert "vegetarian" in json.dumps(srv.requests[-1]["input"])
+        history.close()
+
+
 def test_a_node_may_hand_over_the_whole_state_each_turn(tmp_path):
     """The module's example: the agent node adds ``state["messages"]`` as it stands, and a
     checkpointer keeps the thread, so each turn hands over every earlier message again (and,
