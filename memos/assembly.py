@@ -95,11 +95,14 @@ class ContextAssembler:
 
     def query_message(self, query: str | None) -> tuple[dict[str, Any] | None, int]:
         """The message a prompt for ``query`` ends with (clipped to a hot message's cap) and
-        its tokens; ``(None, 0)`` without a query. ``ValueError`` when it is not a string."""
+        its tokens; ``(None, 0)`` without a query. ``ValueError`` when it is not a string or
+        holds no text (an empty user message would be sent)."""
         if query is None:
             return None, 0
         if not isinstance(query, str):
             raise ValueError(f"query must be a string, got {type(query).__name__}")
+        if not query.strip():
+            raise ValueError("query must hold text; pass None (or no query) for the prompt as it stands")
         msg = {"role": "user", "content": query}
         tokens, cap = self.counter.count_message(msg), self.message_cap(1)
         if tokens > cap:

@@ -326,6 +326,8 @@ class Memory:
         if kind is not None and kind not in FACT_KINDS:
             raise ValueError(f"kind must be one of {list(FACT_KINDS)}, got {kind!r}")
         if query is not None:
+            if not isinstance(query, str) or not query.strip():
+                raise ValueError(f"query must be a non-empty string, got {query!r}")
             return self.cold.search(query, limit=50, kinds=[kind] if kind else None)
         return self.cold.facts(kind, include_history=include_history)
 

@@ -68,6 +68,11 @@ def test_query_is_appended_but_not_stored(make_memory):
     assert [m.text for m in mem.history()] == ["hi", "hello"]
     with pytest.raises(ValueError, match="query must be a string"):
         mem.context(query=5)  # type: ignore[arg-type]
+    for empty in ("", "  \n"):  # it appended an empty user message, which the prompt then ended with
+        with pytest.raises(ValueError, match="query must hold text"):
+            mem.context(query=empty)
+    with pytest.raises(ValueError, match="query must be a non-empty string"):
+        mem.facts(query=5)  # type: ignore[arg-type]  # AttributeError: 'int' object has no attribute 'lower'
 
 
 def test_constraints_stay_visible_after_many_demotions(make_memory):
