@@ -29,6 +29,9 @@ _CALL_KINDS = {"function": ("arguments", "a JSON string"), "custom": ("input", "
 # Keys an OpenAI response message carries that do not go back into a request (``parsed``:
 # structured outputs' object, parsed from the content that is kept).
 _DROPPED_KEYS = {"refusal", "annotations", "audio", "function_call", "reasoning_content", "parsed"}
+# What to add instead of a whole API reply, by its "object"
+_WHOLE_REPLIES = {"chat.completion": "its message, completion.choices[0].message",
+                  "response": "its output items, response.output"}
 # Content parts of a model's own reasoning (Anthropic-style thinking; LangChain's reasoning
 # block from the Responses API is an item, below): the chat format has no place for them.
 _PRIVATE_PARTS = {"thinking", "redacted_thinking"}
@@ -263,6 +266,9 @@ def validate_message(raw: Any, where: str = "message") -> dict[str, Any]:
         raw = raw.model_dump(exclude_none=True)
     if not isinstance(raw, Mapping):
         raise InvalidMessage(f"{where}: expected a dict in OpenAI chat format, got {type(raw).__name__}")
+    whole = _WHOLE_REPLIES.get(str(raw.get("object")))
+    if whole is not None:
+        raise InvalidMessage(f"{where}: got a whole {raw.get('object')} object; add {whole}")
     data = {k: v for k, v in raw.items() if v is not None and k not in _DROPPED_KEYS}
     unknown = set(data) - _KEYS
     if unknown:

@@ -91,6 +91,26 @@ def test_sdk_style_messages_are_accepted_and_normalised(make_memory):
     assert parts.text == "look"
 
 
+def test_a_whole_api_reply_is_refused_with_what_to_add_instead(make_memory):
+    from openai.types.chat import ChatCompletion
+    from openai.types.responses import Response
+
+    mem = make_memory()
+    mem.add(user("Hello."))
+    completion = ChatCompletion.model_validate({
+        "id": "c", "object": "chat.completion", "created": 0, "model": "m",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Hi."}}]})
+    with pytest.raises(InvalidMessage, match=r"whole chat.completion object; add its message, completion.choices\[0\].message"):
+        mem.add(completion)
+    response = Response.model_validate({
+        "id": "r", "object": "response", "created_at": 0, "model": "m", "parallel_tool_calls": True, "tool_choice": "auto",
+        "tools": [], "output": [{"type": "message", "id": "m1", "role": "assistant", "status": "completed",
+                                 "content": [{"type": "output_text", "text": "Hi.", "annotations": []}]}]})
+    with pytest.raises(InvalidMessage, match=r"whole response object; add its output items, response.output"):
+        mem.add(response)
+    assert [m.text for m in mem.add(response.output)] == ["Hi."]
+
+
 def test_a_structured_output_reply_is_logged_as_its_json_text(make_memory):
     # client.chat.completions.parse(response_format=Trip) returns a message whose `parsed` holds a Trip
     from openai.types.chat import ParsedChatCompletionMessage
