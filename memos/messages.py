@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InvalidMessage
-from .responses import from_items, is_item_type, is_responses_item
+from .responses import as_plain, from_items, is_item_type, is_responses_item
 
 __all__ = ["ROLES", "Message", "as_roles", "call_input", "call_name", "message_key", "message_text", "plain_json",
            "validate_batch", "validate_message", "with_input"]
@@ -262,8 +262,7 @@ def validate_message(raw: Any, where: str = "message") -> dict[str, Any]:
     escaped non-ASCII characters written out (:func:`plain_json`). Tool results are not
     matched to their calls here: see :func:`validate_batch`.
     """
-    if hasattr(raw, "model_dump") and not isinstance(raw, Mapping):
-        raw = raw.model_dump(exclude_none=True)
+    raw = as_plain(raw)
     if not isinstance(raw, Mapping):
         raise InvalidMessage(f"{where}: expected a dict in OpenAI chat format, got {type(raw).__name__}")
     whole = _WHOLE_REPLIES.get(str(raw.get("object")))
@@ -322,7 +321,8 @@ def validate_batch(raw: Any, pending_calls: Sequence[str], known_call_ids: Itera
     (:func:`memos.responses.from_items`); a batch of nothing but reasoning items is empty.
     Returns the normalised messages; raises :class:`InvalidMessage` naming the first bad one.
     """
-    items = list(raw) if isinstance(raw, (list, tuple)) else [raw]
+    # SDK objects as dicts once, here: the Responses check and validation both read them
+    items = [as_plain(m) for m in (raw if isinstance(raw, (list, tuple)) else [raw])]
     if not items:
         raise InvalidMessage("add() needs at least one message")
     responses = any(map(is_responses_item, items))

@@ -27,7 +27,7 @@ from typing import Any
 
 from .errors import InvalidMessage
 
-__all__ = ["RESPONSES_ITEM_TYPES", "from_items", "is_item_type", "is_responses_item", "to_items", "to_tools"]
+__all__ = ["RESPONSES_ITEM_TYPES", "as_plain", "from_items", "is_item_type", "is_responses_item", "to_items", "to_tools"]
 
 # items memos turns into chat messages, and items it leaves out
 _CONVERTED = {"message", "function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output"}
@@ -38,7 +38,9 @@ RESPONSES_ITEM_TYPES = frozenset(_CONVERTED | _LEFT_OUT)
 _TEXT_PARTS = {"input_text", "output_text"}
 
 
-def _plain(item: Any) -> Any:
+def as_plain(item: Any) -> Any:
+    """An SDK object (one with ``model_dump``) as its dict, without its ``None`` fields;
+    anything else as it is."""
     return item.model_dump(exclude_none=True) if hasattr(item, "model_dump") and not isinstance(item, Mapping) else item
 
 
@@ -54,7 +56,7 @@ def is_responses_item(item: Any) -> bool:
     item's, such as ``message`` or ``function_call``: chat messages have none; or a message
     whose content parts are ``input_text`` / ``output_text`` / ``input_image`` /
     ``input_file``), not a chat message."""
-    data = _plain(item)
+    data = as_plain(item)
     if not isinstance(data, Mapping):
         return False
     if is_item_type(data.get("type")):
@@ -76,7 +78,7 @@ def _output_text(output: Any) -> Any:
 def _chat_parts(parts: Sequence[Any], where: str) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for i, p in enumerate(parts):
-        p = _plain(p)
+        p = as_plain(p)
         kind = p.get("type") if isinstance(p, Mapping) else None
         if kind in _TEXT_PARTS or kind == "text":
             out.append({"type": "text", "text": p.get("text")})
@@ -121,7 +123,7 @@ def from_items(items: Any) -> list[dict[str, Any]]:
     open_turn: dict[str, Any] | None = None  # the assistant message a response's calls join
     for i, raw in enumerate(seq):
         where = f"item {i}" if len(seq) > 1 else "item"
-        data = _plain(raw)
+        data = as_plain(raw)
         if not isinstance(data, Mapping):
             raise InvalidMessage(f"{where}: expected a Responses item or chat message, got {type(data).__name__}")
         kind = data.get("type")

@@ -16,7 +16,6 @@ the searches see every earlier turn, with the same budget.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..tokens import TokenCounter
+from .datafiles import read_json, shaped_as
 from .progress import ProgressFn
 from .scoring import answer_contained, context_text, evidence_recall, mean
 from .strategies import STRATEGIES, embedding_model_name, make_strategy
@@ -56,12 +56,8 @@ def load_locomo(path: str | Path, *, conversations: int | None = None, date_note
     Each session's date goes before its first turn's text, or, with ``date_notes``, in a
     system message of its own before it (``[session 12: 1:56 pm on 8 May, 2023]``), as apps add them.
     Raises ``ValueError`` naming the file when it is not a LoCoMo file."""
-    try:
-        return [_conversation(item, i, date_notes) for i, item in
-                enumerate(json.loads(Path(path).read_text(encoding="utf-8"))[:conversations])]
-    except (ValueError, LookupError, TypeError, AttributeError) as exc:
-        raise ValueError(f"{path} is not a LoCoMo file (a list of conversations, each with conversation and qa): "
-                         f"{type(exc).__name__}: {exc}") from exc
+    with shaped_as(path, "a LoCoMo file (a list of conversations, each with conversation and qa)"):
+        return [_conversation(item, i, date_notes) for i, item in enumerate(read_json(path)[:conversations])]
 
 
 def _conversation(item: dict[str, Any], index: int, date_notes: bool) -> Conversation:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..tokens import TokenCounter
+from .datafiles import shaped_as
 from .progress import ProgressFn
 from .scoring import context_text, evidence_recall, mean
 from .strategies import Strategy, embedding_model_name, make_strategy
@@ -54,20 +55,16 @@ def _episode(path: Path, start: int, trajectories: int) -> Episode:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ValueError(f"{path} cannot be read: {exc}") from exc
-    try:
-        data = json.loads(text)
-        messages: list[str] = []
-        questions: list[tuple[str, tuple[str, ...]]] = []
-        for traj in data[start : start + trajectories]:
+    messages: list[str] = []
+    questions: list[tuple[str, tuple[str, ...]]] = []
+    with shaped_as(path, "a MemDaily file (a list of trajectories, each with message_list and question_list)"):
+        for traj in json.loads(text)[start : start + trajectories]:
             by_mid = {m["mid"]: str(m["message"]) for m in traj["message_list"]}
             messages += [str(m["message"]) for m in traj["message_list"]]
             for q in traj["question_list"]:
                 targets = tuple(by_mid[i] for i in q.get("target_step_id", []) if i in by_mid)
                 if targets:
                     questions.append((str(q["question"]), targets))
-    except (ValueError, LookupError, TypeError, AttributeError) as exc:
-        raise ValueError(f"{path} is not a MemDaily file (a list of trajectories, each with message_list "
-                         f"and question_list): {type(exc).__name__}: {exc}") from exc
     return Episode(path.stem, tuple(messages), tuple(questions))
 
 

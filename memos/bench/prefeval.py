@@ -9,13 +9,13 @@ preference text is in it (whitespace and case folded).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ..tokens import TokenCounter
+from .datafiles import read_json, shaped_as
 from .progress import ProgressFn
 from .scoring import context_text, mean, preference_in_context
 from .strategies import STRATEGIES, embedding_model_name, make_strategy
@@ -28,12 +28,9 @@ def load_preferences(data: str | Path, *, per_topic: int | None = None) -> list[
     ``per_topic`` of each topic when given)."""
     out = []
     for f in sorted(Path(data, "explicit_preference").glob("*.json")):
-        try:
-            for item in json.loads(f.read_text(encoding="utf-8"))[:per_topic]:
+        with shaped_as(f, "a PrefEval topic file (a list of items with preference and question)"):
+            for item in read_json(f)[:per_topic]:
                 out.append({"topic": f.stem, "preference": str(item["preference"]), "question": str(item["question"])})
-        except (ValueError, LookupError, TypeError) as exc:
-            raise ValueError(f"{f} is not a PrefEval topic file (a list of items with preference and question): "
-                             f"{type(exc).__name__}: {exc}") from exc
     if not out:
         raise FileNotFoundError(f"no explicit_preference/*.json under {data}")
     return out
@@ -42,12 +39,8 @@ def load_preferences(data: str | Path, *, per_topic: int | None = None) -> list[
 def load_fillers(data: str | Path) -> list[dict[str, str]]:
     """The filler messages of ``filtered_inter_turns.json``, conversation after conversation."""
     path = Path(data, "filtered_inter_turns.json")
-    try:
-        convs = json.loads(path.read_text(encoding="utf-8"))
-        return [{"role": str(m["role"]), "content": str(m["content"])} for c in convs for m in c["conversation"]]
-    except (ValueError, LookupError, TypeError) as exc:
-        raise ValueError(f"{path} is not PrefEval's filler file (a list of conversations of role / content "
-                         f"messages): {type(exc).__name__}: {exc}") from exc
+    with shaped_as(path, "PrefEval's filler file (a list of conversations of role / content messages)"):
+        return [{"role": str(m["role"]), "content": str(m["content"])} for c in read_json(path) for m in c["conversation"]]
 
 
 def run_prefeval(
