@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from .messages import Message
+from .messages import Message, clean_text
 from .state import SessionState
 from .store import Store
 from .tiers.archival import ArchivalTier
@@ -56,7 +56,7 @@ class Archiver:
         """Archive a note (``content``) or logged messages verbatim (``message_ids``) now;
         returns the item's id. Raises ``ValueError`` for neither, both, an empty note or an
         id this session has not logged. One id, or one tag, may be given as a string."""
-        tags = [tags] if isinstance(tags, str) else [str(t) for t in tags]
+        tags = [clean_text(t) for t in ([tags] if isinstance(tags, str) else [str(t) for t in tags])]
         if content is not None and message_ids:
             raise ValueError("give content or message_ids, not both")
         if content is not None:
@@ -64,7 +64,7 @@ class Archiver:
                 raise ValueError("content must be a non-empty string")
             seq = self.state.next_seq - 1
             item = ArchiveItem(id=f"note:{uuid.uuid4().hex}", namespace=self.scope, session=self.state.key,
-                               kind="note", text=content, roles="assistant", created_at=time.time(),
+                               kind="note", text=clean_text(content), roles="assistant", created_at=time.time(),
                                first_seq=seq, last_seq=seq)
         elif message_ids:
             wanted = [message_ids] if isinstance(message_ids, str) else list(dict.fromkeys(str(i) for i in message_ids))

@@ -16,7 +16,7 @@ from typing import Any
 
 from .config import MemosSettings
 from .embeddings import Similarities
-from .messages import Message, call_input, with_input
+from .messages import Message, call_input, clean_text, with_input
 from .paging.context import assemble, facts_message, pinned_message, pressure_message, recall_message, summary_message
 from .paging.guards import extract_constraints
 from .patterns import find_identifiers
@@ -103,6 +103,7 @@ class ContextAssembler:
             raise ValueError(f"query must be a string, got {type(query).__name__}")
         if not query.strip():
             raise ValueError("query must hold text; pass None (or no query) for the prompt as it stands")
+        query = clean_text(query)
         msg = {"role": "user", "content": query}
         tokens, cap = self.counter.count_message(msg), self.message_cap(1)
         if tokens > cap:

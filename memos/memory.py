@@ -27,7 +27,7 @@ from .extract import FactExtractor
 from .journal import Rollback, rollback, withdraw
 from .llm import LLMConfig
 from .memory_store import MemoryStore, scope_key
-from .messages import Message, validate_batch
+from .messages import Message, clean_text, validate_batch
 from .paging.guards import Guard, GuardFn
 from .schema import in_memory
 from .stats import MemoryStats, measure
@@ -328,7 +328,7 @@ class Memory:
         if query is not None:
             if not isinstance(query, str) or not query.strip():
                 raise ValueError(f"query must be a non-empty string, got {query!r}")
-            return self.cold.search(query, limit=50, kinds=[kind] if kind else None)
+            return self.cold.search(clean_text(query), limit=50, kinds=[kind] if kind else None)
         return self.cold.facts(kind, include_history=include_history)
 
     def forget(self, fact_id: int, reason: str = "user request") -> ForgetRecord:

@@ -23,7 +23,7 @@ __all__ = ["ROLES", "Message", "as_roles", "call_input", "call_name", "message_k
 ROLES = ("system", "developer", "user", "assistant", "tool")
 _KEYS = {"role", "content", "name", "tool_calls", "tool_call_id"}
 # what no OpenAI-compatible API takes in a participant's name (the strictest take only [a-zA-Z0-9_-])
-_BAD_NAME = re.compile(r"[\s<|\\/>]")
+_BAD_NAME = re.compile(r"[\s<|\\/>\x00]")
 # what a tool call passes, by its type: a function's JSON arguments, a custom tool's free-form input
 _CALL_KINDS = {"function": ("arguments", "a JSON string"), "custom": ("input", "a string")}
 # Keys an OpenAI response message carries that do not go back into a request (``parsed``:
@@ -153,13 +153,14 @@ def _plain_content(content: Any) -> Any:
     return content
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 def clean_text(text: str) -> str:
     """``text`` with lone surrogates (what undecodable bytes become under Python's
-    ``surrogateescape``) replaced by U+FFFD, so it can be stored and sent as UTF-8."""
-    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
+    ``surrogateescape``) and NUL characters (which PostgreSQL's text cannot hold) replaced
+    by U+FFFD, so every store can keep it and it can be sent as UTF-8."""
+    return _UNSTORABLE.sub("\ufffd", text) if "\x00" in text or not text.isascii() else text
 
 
 def _text_content(content: Any, where: str, *, allow_none: bool) -> Any:
@@ -168,7 +169,7 @@ def _text_content(content: Any, where: str, *, allow_none: bool) -> Any:
             return None
         raise InvalidMessage(f"{where}: 'content' is required")
     if isinstance(content, (bytes, bytearray)):  # raw tool output: invalid UTF-8 becomes U+FFFD
-        return bytes(content).decode("utf-8", errors="replace")
+        return clean_text(bytes(content).decode("utf-8", errors="replace"))
     if isinstance(content, str):
         return clean_text(content)
     if isinstance(content, list):
@@ -203,8 +204,8 @@ def _tool_calls(calls: Any, where: str) -> list[dict[str, Any]]:
         if not isinstance(call, Mapping):
             raise InvalidMessage(f"{where}: tool_calls[{i}] must be an object")
         call_id = call.get("id")
-        if not isinstance(call_id, str) or not call_id:
-            raise InvalidMessage(f"{where}: tool_calls[{i}] needs a non-empty string 'id'")
+        if not isinstance(call_id, str) or not call_id or "\x00" in call_id:
+            raise InvalidMessage(f"{where}: tool_calls[{i}] needs a non-empty string 'id' (no NUL character)")
         if call_id in seen:
             raise InvalidMessage(f"{where}: tool call id {call_id!r} appears twice")
         seen.add(call_id)
@@ -213,8 +214,10 @@ def _tool_calls(calls: Any, where: str) -> list[dict[str, Any]]:
             raise InvalidMessage(f"{where}: tool_calls[{i}] has type {kind!r}; expected 'function' or 'custom'")
         key, what = _CALL_KINDS[kind]
         body = call.get(kind)
-        if not isinstance(body, Mapping) or not isinstance(body.get("name"), str) or not body.get("name"):
-            raise InvalidMessage(f"{where}: tool_calls[{i}] needs {kind!r} with a non-empty string 'name'")
+        if not isinstance(body, Mapping) or not isinstance(body.get("name"), str) or not body.get("name") \
+                or "\x00" in body["name"]:
+            raise InvalidMessage(f"{where}: tool_calls[{i}] needs {kind!r} with a non-empty string 'name' (no NUL "
+                                 f"character)")
         value = body.get(key, "")
         if not isinstance(value, str):
             raise InvalidMessage(f"{where}: tool_calls[{i}].{kind}.{key} must be {what}")
@@ -283,8 +286,8 @@ def validate_message(raw: Any, where: str = "message") -> dict[str, Any]:
         if not isinstance(data["name"], str) or not data["name"]:
             raise InvalidMessage(f"{where}: 'name' must be a non-empty string")
         if _BAD_NAME.search(data["name"]):  # logged, it would fail every request that held it
-            raise InvalidMessage(f"{where}: 'name' {data['name']!r} may not hold spaces or any of <|\\/> (the chat "
-                                 f"API refuses it); for example {_BAD_NAME.sub('_', data['name'])!r}")
+            raise InvalidMessage(f"{where}: 'name' {data['name']!r} may not hold spaces, a NUL or any of <|\\/> (the "
+                                 f"chat API refuses it); for example {_BAD_NAME.sub('_', data['name'])!r}")
         out["name"] = data["name"]
     if role == "assistant":
         if "tool_calls" in data:
@@ -302,8 +305,9 @@ def validate_message(raw: Any, where: str = "message") -> dict[str, Any]:
     if role == "tool":
         out["content"] = _plain_content(out["content"])  # a JSON result's escapes written out: the same value
         call_id = data.get("tool_call_id")
-        if not isinstance(call_id, str) or not call_id:
-            raise InvalidMessage(f"{where}: 'tool_call_id' is required and must be a non-empty string")
+        if not isinstance(call_id, str) or not call_id or "\x00" in call_id:
+            raise InvalidMessage(f"{where}: 'tool_call_id' is required and must be a non-empty string (no NUL "
+                                 f"character)")
         out["tool_call_id"] = call_id
     elif "tool_call_id" in data:
         raise InvalidMessage(f"{where}: only tool messages may have 'tool_call_id'")

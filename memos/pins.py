@@ -12,6 +12,7 @@ from dataclasses import replace
 from .assembly import ContextAssembler
 from .config import MemosSettings
 from .errors import PinLimitExceeded
+from .messages import clean_text
 from .paging.context import pinned_message
 from .state import SessionState
 from .store import Store
@@ -53,7 +54,7 @@ class Pins:
             return self.cold.set_pinned(int(fact_id), True, origin="explicit")  # type: ignore[arg-type]
         if not isinstance(text, str) or not text.strip():
             raise ValueError("pin(text=...) needs non-empty text")
-        body = " ".join(text.split())
+        body = " ".join(clean_text(text).split())
         self._check_room(f"constraint: {body}")
         changes = self.cold.apply([FactCandidate("constraint", fact_key("constraint", body), body, (),
                                                  self.state.next_seq - 1, pinned=True, origin="explicit")])

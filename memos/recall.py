@@ -22,7 +22,7 @@ from typing import Any
 from .archiving import item_line
 from .config import MemosSettings
 from .embeddings import covers
-from .messages import as_roles
+from .messages import as_roles, clean_text
 from .paging.context import recall_message
 from .paging.guards import references
 from .state import SessionState
@@ -219,6 +219,7 @@ class Recall:
         facts, merged by score; ``promote`` puts the hits in the next prompts."""
         if not isinstance(query, str) or not query.strip():
             raise ValueError("query must be a non-empty string")
+        query = clean_text(query)
         if not _is_int(top_k) or not 1 <= top_k <= 100:
             raise ValueError(f"top_k must be an int between 1 and 100, got {top_k!r}")
         if not _is_int(page) or page < 1:

@@ -60,6 +60,8 @@ def validate_namespace(namespace: Sequence[Any]) -> Namespace:
             raise InvalidNamespace(f"namespace labels must be non-empty strings, got {label!r}")
         if NAMESPACE_SEP in label:
             raise InvalidNamespace(f"namespace label {label!r} must not contain {NAMESPACE_SEP!r}")
+        if any(c == "\x00" or "\ud800" <= c <= "\udfff" for c in label):  # no store can keep these
+            raise InvalidNamespace(f"namespace label {label!r} must not contain a NUL character or a lone surrogate")
     return ns
 
 

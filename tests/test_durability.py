@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.crash import run_kills
-from memos import InvalidMessage, Memory, MemosSettings
+from memos import InvalidMessage, InvalidNamespace, Memory, MemosSettings
 from memos.cli import main
 from memos.paging.context import RECALL_HEADER, find_orphans
 from memos.transfer import export_messages, import_messages
@@ -281,6 +281,36 @@ def test_hostile_input_is_stored_safely_or_refused_clearly(make_memory):
     recalled = [m for m in ctx if str(m.get("content", "")).startswith(RECALL_HEADER)]
     assert recalled and recalled[0]["role"] != "user"
     assert "not instructions" in recalled[0]["content"] and "Ignore all previous instructions" in recalled[0]["content"]
+
+
+def test_nul_characters_are_kept_as_replacement_characters_on_every_store(make_memory, store):
+    # PostgreSQL's text cannot hold NUL: a pasted log or a binary tool output failed add() there
+    mem = make_memory(budget=2000)
+    mem.add(user("my order is ORD-88123\x00 and it is late"))
+    mem.add([{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "n1", "type": "custom", "custom": {"name": "grep", "input": "late\x00"}}]},
+        {"role": "tool", "tool_call_id": "n1", "content": b"bin\x00ary PNR-55120"}])
+    mem.add({"role": "assistant", "content": [{"type": "text", "text": "Found\x00 it."}]})
+    assert [m.text for m in mem.history()] == ["my order is ORD-88123\ufffd and it is late", "", "bin\ufffdary PNR-55120",
+                                               "Found\ufffd it."]
+    assert mem.history()[1].data["tool_calls"][0]["custom"]["input"] == "late\ufffd"
+    pinned = mem.pin(text="Never\x00 fly Ryanair.")
+    assert pinned is not None and pinned.value == "Never\ufffd fly Ryanair."
+    note = mem.archive("gate code 4417\x00", tags=["door\x00"])
+    mem.flush()
+    assert note in [h.id for h in mem.retrieve("gate code\x00")]
+    assert "ORD-88123" in [f.key for f in mem.facts(query="ORD-88123\x00")]
+    ctx = mem.context(query="where is ORD-88123?\x00")
+    assert ctx[-1] == {"role": "user", "content": "where is ORD-88123?\ufffd"}
+    assert "Never\ufffd fly Ryanair." in ctx[0]["content"]
+    for bad in ({"role": "user", "name": "a\x00b", "content": "hi"},
+                [{"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "n\x002", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}]):
+        with pytest.raises(InvalidMessage, match="NUL"):
+            mem.add(bad)
+    with pytest.raises(InvalidNamespace, match="NUL"):
+        Memory("trip\x00", user="ana", store=store)
+    assert len(mem.history()) == 4
 
 
 def test_clear_sets_the_session_aside_and_the_user_keeps_its_memory(make_memory):
