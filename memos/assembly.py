@@ -17,7 +17,15 @@ from typing import Any
 from .config import MemosSettings
 from .embeddings import Similarities
 from .messages import Message, call_input, clean_text, with_input
-from .paging.context import assemble, facts_message, pinned_message, pressure_message, recall_message, summary_message
+from .paging.context import (
+    assemble,
+    facts_message,
+    one_system_message,
+    pinned_message,
+    pressure_message,
+    recall_message,
+    summary_message,
+)
 from .paging.guards import extract_constraints
 from .patterns import find_identifiers
 from .recall import Recall, mark_outdated
@@ -625,6 +633,8 @@ class ContextAssembler:
             query=query_msg,
             notice=notice,
         )
+        if self.settings.system_messages == "one":
+            out = one_system_message(out)
         return [copy.deepcopy(d) if ("tool_calls" in d or isinstance(d.get("content"), list)) else dict(d) for d in out]
 
 

@@ -11,9 +11,10 @@ import re
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-__all__ = ["DEFAULT_SETTINGS", "SHARE_SCOPES", "MemosSettings", "env_flag"]
+__all__ = ["DEFAULT_SETTINGS", "SHARE_SCOPES", "SYSTEM_MESSAGE_STYLES", "MemosSettings", "env_flag"]
 
 SHARE_SCOPES = ("user", "agent", "session")
+SYSTEM_MESSAGE_STYLES = ("separate", "one")
 # what may start the name of a memos tool (the name must stay a valid function name)
 TOOL_PREFIX = re.compile(r"[A-Za-z0-9_-]{0,40}")
 
@@ -88,6 +89,10 @@ class MemosSettings:
     # Put before the names of memos' tools (``memory_`` gives ``memory_retrieve``), so they
     # cannot collide with the app's own tools.
     tool_prefix: str = ""
+    # How the prompt opens: 'separate' (the app's system messages, then each memos section as
+    # a system message of its own) or 'one' (all of them joined into the first message, for
+    # chat templates that take a single system message, at the start only).
+    system_messages: str = "separate"
 
     def __post_init__(self) -> None:
         if not isinstance(self.budget_tokens, int) or self.budget_tokens < 64:
@@ -117,6 +122,9 @@ class MemosSettings:
             raise ValueError("recall_top_k must be >= 1")
         if self.share not in SHARE_SCOPES:
             raise ValueError(f"share must be one of {', '.join(SHARE_SCOPES)}, got {self.share!r}")
+        if self.system_messages not in SYSTEM_MESSAGE_STYLES:
+            raise ValueError(f"system_messages must be one of {', '.join(SYSTEM_MESSAGE_STYLES)}, "
+                             f"got {self.system_messages!r}")
         if not isinstance(self.tool_prefix, str) or not TOOL_PREFIX.fullmatch(self.tool_prefix):
             raise ValueError(f"tool_prefix must be up to 40 letters, digits, '_' or '-', got {self.tool_prefix!r}")
         if not 0.0 <= self.recall_reserve < 0.8:

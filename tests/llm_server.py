@@ -12,7 +12,9 @@ Replies are deterministic:
 
 Faults are injected per request: ``faults`` is a queue consumed first ("429", "500",
 "malformed", "slow", "context_length"); then ``fail_rate`` draws 429s and 500s at random
-(seeded). Every request body is kept in ``requests``.
+(seeded). Every request body is kept in ``requests``. ``system_first_only`` answers 400 to a
+chat request with a system (or developer) message anywhere but first, as a server does
+whose model's chat template takes one system message only.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class FakeOpenAI:
         self.hold: threading.Event | None = None  # when set up, summary replies wait until it is set
         self.fact_ops: list[dict[str, Any]] | None = None  # record_facts operations to answer instead
         self.rule_kinds: dict[str, str] = {}  # judge_rules: sentence -> kind (others are 'none')
+        self.system_first_only = False
         self.requests: list[dict[str, Any]] = []
         self.statuses: list[int] = []
         self.lock = threading.Lock()
@@ -188,6 +191,11 @@ class FakeOpenAI:
                         self._send(400, _error(str(exc), "invalid_request_error"))
                         return
                     self._send(200, json.dumps(_response(server.reply(chat))).encode())
+                    return
+                later = [i for i, m in enumerate(body.get("messages") or []) if i and m.get("role") in ("system", "developer")]
+                if server.system_first_only and later:
+                    self._send(400, _error(f"messages[{later[0]}]: a system message is accepted only as the first message "
+                                           "by this model's chat template", "invalid_request_error"))
                     return
                 self._send(200, json.dumps(server.reply(body)).encode())
 

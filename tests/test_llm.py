@@ -8,12 +8,14 @@ import subprocess
 import sys
 import time
 
+import openai
 import pytest
 
 from memos import Memory, MemosSettings
 from memos.llm import LLMConfig, LLMError, LLMSummarizer, complete, make_client
 from memos.llm.summarizer import SUMMARY_INSTRUCTIONS
 from memos.messages import Message
+from memos.paging.context import is_section
 from memos.tiers.warm import SummaryPlan
 from tests.conftest import assistant, tool_chain, user
 from tests.llm_server import FakeOpenAI
@@ -264,3 +266,36 @@ def test_with_an_llm_its_rule_judgement_is_used_and_recorded(server, store):
         mem.add(user("Never book anything with Ryanair."))
         ryanair = next(f for f in mem.facts() if "Ryanair" in f.value)
         assert ryanair.pinned and ryanair.origin.startswith("classifier (fallback: LLMError")
+
+
+def test_one_system_message_for_a_chat_template_that_takes_only_one(server, store):
+    # some open models' chat templates (served behind an OpenAI-compatible API) refuse a
+    # system message that is not first: memos' sections are system messages of their own
+    server.system_first_only = True
+    client = make_client(config(server, max_attempts=1))
+    separate = Memory("template-separate", store=store, budget=1500)
+    separate.add({"role": "system", "content": "You are a travel assistant."})
+    separate.add(user("I never fly Ryanair. My booking reference is PNR-55120."))
+    with pytest.raises(openai.BadRequestError, match="only as the first message"):
+        separate.run_turn(client, "test-model", "Plan day one in Lisbon.")
+    separate.close()
+
+    mem = Memory("template-one", store=store, settings=MemosSettings(budget_tokens=1500, system_messages="one"))
+    mem.add({"role": "system", "content": "You are a travel assistant."})
+    mem.add(user("I never fly Ryanair. My booking reference is PNR-55120."))
+    mem.add(assistant("Noted."))
+    sent = len(server.requests)
+    for day in range(1, 31):
+        mem.run_turn(client, "test-model", f"Plan day {day} in Lisbon: the museums, a walk by the river and dinner.")
+    result = mem.run_turn(client, "test-model", "Remind me: what was my booking reference?")
+    assert result.memory_calls == ["retrieve"] and "PNR-55120" in result.reply
+    assert mem.stats().demotions > 0 and all(t <= 1500 for t in result.prompt_tokens)
+    requests = server.requests[sent:]
+    assert len(requests) == 32 and set(server.statuses[sent:]) <= {200}
+    for body in requests:
+        first, rest = body["messages"][0], body["messages"][1:]
+        assert first["role"] == "system" and first["content"].startswith("You are a travel assistant.\n\n[memory: ")
+        assert "I never fly Ryanair." in first["content"] and all(m["role"] != "system" for m in rest)
+    # handed back (a LangGraph state, an Agents SDK input), the joined message is memos' own, not logged again
+    assert is_section(first) and not is_section({"role": "system", "content": "You are a travel assistant."})
+    mem.close()

@@ -47,7 +47,8 @@ def memo_settings(draw):
     share = draw(st.floats(min_value=0.05, max_value=0.3))
     keep = draw(st.integers(min_value=1, max_value=3))
     return MemosSettings(budget_tokens=budget, soft_threshold=soft, hard_threshold=hard, hot_target=hot,
-                         summary_share=share, keep_recent_units=keep, full_resummary_every=draw(st.integers(1, 4)))
+                         summary_share=share, keep_recent_units=keep, full_resummary_every=draw(st.integers(1, 4)),
+                         system_messages=draw(st.sampled_from(["separate", "one"])))
 
 
 def check_context(mem: Memory, pinned_texts: list[str], in_flight_id: str | None, rules: list[str] = (),
@@ -60,6 +61,8 @@ def check_context(mem: Memory, pinned_texts: list[str], in_flight_id: str | None
     ctx = mem.context(tools=tools)
     assert mem.counter.count_messages(ctx) + mem.counter.count_tools(tools) <= mem.settings.budget_tokens
     assert find_orphans(ctx) == []
+    if mem.settings.system_messages == "one":  # the sessions here log no system message
+        assert all(m["role"] != "system" for m in ctx[1:])
     dump = json.dumps(ctx, ensure_ascii=False)
     for t in pinned_texts:  # explicit pins: always there
         assert json.dumps(t, ensure_ascii=False)[1:-1] in dump, t

@@ -2,13 +2,16 @@
 
 Order: the caller's system messages; pinned constraints and messages; relevant facts;
 the rolling summary; recalled memory; the memory-pressure notice; the hot messages
-(verbatim, or as placeholders); the query.
+(verbatim, or as placeholders); the query. :func:`one_system_message` joins the system
+messages the prompt opens with into one, for chat templates that take no other.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from ..messages import message_text
 
 __all__ = [
     "FACTS_HEADER",
@@ -20,6 +23,7 @@ __all__ = [
     "facts_message",
     "find_orphans",
     "is_section",
+    "one_system_message",
     "pinned_message",
     "pressure_message",
     "recall_message",
@@ -36,8 +40,25 @@ PRESSURE_HEADER = "[memory: pressure]"
 
 def is_section(message: dict[str, Any]) -> bool:
     """Whether ``message`` is one of the sections memos writes into a prompt (a system
-    message starting with ``[memory: ``), not one the app logged."""
-    return message.get("role") in ("system", "developer") and str(message.get("content") or "").startswith(SECTION_PREFIX)
+    message starting with ``[memory: ``, or the app's system prompt with the sections joined
+    to it by :func:`one_system_message`), not one the app logged."""
+    if message.get("role") not in ("system", "developer"):
+        return False
+    text = message_text(message)
+    return text.startswith(SECTION_PREFIX) or "\n\n" + SECTION_PREFIX in text
+
+
+def one_system_message(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with the system (or developer) messages they open with joined into one,
+    their texts separated by a blank line, in the first one's role: a prompt for chat
+    templates that accept a single system message, first (some open models' templates fail
+    on a second). It costs no more tokens than the messages it joins."""
+    lead = next((i for i, m in enumerate(messages) if m.get("role") not in ("system", "developer")), len(messages))
+    if lead < 2:
+        return list(messages)
+    merged = {"role": messages[0]["role"],
+              "content": "\n\n".join(t for t in (message_text(m) for m in messages[:lead]) if t)}
+    return [merged, *messages[lead:]]
 
 
 def pinned_message(lines: Sequence[str]) -> dict[str, Any] | None:
