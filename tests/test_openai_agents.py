@@ -11,6 +11,7 @@ import pytest
 from agents import Agent, OpenAIChatCompletionsModel, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
 from openai import AsyncOpenAI
 
+from memos import MemosSettings
 from memos.integrations.openai_agents import MemosSession, message_to_items
 from memos.tokens import default_counter
 from tests.llm_server import FakeOpenAI, chat_request
@@ -41,11 +42,15 @@ def _paired(messages: list[dict[str, Any]]) -> bool:
     return sorted(calls) == sorted(results)
 
 
-@pytest.mark.parametrize("api", ["chat", "responses"])
-def test_runner_keeps_every_request_in_budget_paired_and_holding_the_rules(tmp_path, api):
+@pytest.mark.parametrize(("api", "system_messages"), [("chat", "separate"), ("responses", "separate"), ("chat", "one")])
+def test_runner_keeps_every_request_in_budget_paired_and_holding_the_rules(tmp_path, api, system_messages):
     budget = 2048
     with FakeOpenAI() as srv:
-        session = MemosSession("trip", user="ana", store=str(tmp_path / "m.db"), budget=budget)
+        # 'one': a model whose chat template takes one system message, first (the SDK sends the
+        # agent's instructions as one); the server answers 400 to a second
+        srv.system_first_only = system_messages == "one"
+        session = MemosSession("trip", user="ana", store=str(tmp_path / "m.db"),
+                               settings=MemosSettings(budget_tokens=budget, system_messages=system_messages))
         agent = _agent(srv, session, api)
 
         config = session.run_config()
@@ -69,6 +74,9 @@ def test_runner_keeps_every_request_in_budget_paired_and_holding_the_rules(tmp_p
         assert stats.demotions >= 1 and stats.messages > len(session.memory.hot())  # it paged
         last = json.dumps(bodies[-1]["messages"])
         assert "Ryanair" in last  # the rule from the first turn is in the last prompt
+        if system_messages == "one":
+            assert all(m["role"] != "system" for b in bodies for m in b["messages"][1:])
+            assert bodies[-1]["messages"][0]["content"].startswith("You are a careful travel assistant.\n\n[memory: ")
         # the model called memos' prefixed retrieve tool and answered from what it found
         tool_names = {c["function"]["name"] for b in bodies for m in b["messages"]
                       if m.get("role") == "assistant" for c in m.get("tool_calls") or []}

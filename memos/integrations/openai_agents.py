@@ -45,7 +45,7 @@ from agents.models.chatcmpl_converter import Converter  # noqa: E402
 from agents.run_config import CallModelData, ModelInputData  # noqa: E402
 
 from ..memory import Memory  # noqa: E402
-from ..messages import Message, message_key  # noqa: E402
+from ..messages import Message, message_key, message_text  # noqa: E402
 from ..paging.context import is_section  # noqa: E402
 from ..responses import to_items  # noqa: E402
 from ..tools_schema import AGENT_TOOLS, run_tool, tool_schemas  # noqa: E402
@@ -138,7 +138,9 @@ class MemosSession:
     async def model_input(self, data: CallModelData[Any]) -> ModelInputData:
         """The ``call_model_input_filter``: the input for this model call is memos' budgeted
         prompt, counting the agent's instructions and tools. Items of the run the SDK has not
-        handed to :meth:`add_items` yet are kept after it, their tokens counted too."""
+        handed to :meth:`add_items` yet are kept after it, their tokens counted too. With
+        ``system_messages="one"`` the prompt's system message joins the instructions, which
+        the SDK sends as the first system message."""
         given = data.model_data.input
         instructions = data.model_data.instructions
         schemas = _schemas(data.agent)
@@ -151,6 +153,10 @@ class MemosSession:
             return self.memory.context(tools=schemas, reserve=reserve) + pending
 
         messages = await self._call(assemble)
+        if self.memory.settings.system_messages == "one" and messages and messages[0].get("role") in ("system",
+                                                                                                       "developer"):
+            opening = message_text(messages.pop(0))
+            instructions = f"{instructions}\n\n{opening}" if instructions else opening
         items: list[Any] = to_items(messages)
         return ModelInputData(input=items, instructions=instructions)
 
