@@ -140,6 +140,7 @@ class Memory:
         together (``add(response.output)``; see :mod:`memos.responses`). Returns the logged
         messages with their ids and sequence numbers.
         """
+        self._catch_up()
         batch = validate_batch(messages, self._state.pending_calls(), self._state.call_ids)
         if not batch:  # nothing but reasoning items
             return []
@@ -150,7 +151,10 @@ class Memory:
         # each message is archived in the transaction that logs it (crash-safe)
         logged = self.store.append(self.namespace, items, self._state.next_seq, also=self._archiver.logged)
         self.archival.schedule()
-        self._state.append(logged)
+        if logged[0].seq == self._state.next_seq:
+            self._state.append(logged)
+        else:  # another writer logged messages of this session in between: read them too
+            self.reload()
         users = [m for m in logged if m.role == "user"]
         if users:
             self._recall.promoted = []
@@ -179,6 +183,7 @@ class Memory:
         """
         if isinstance(reserve, bool) or not isinstance(reserve, int) or reserve < 0:
             raise ValueError(f"reserve must be a non-negative int of tokens, got {reserve!r}")
+        self._catch_up()
         tokens, self._assembler.archive_offered = self._tools.measure(tools)
         self._assembler.tools_tokens = tokens + reserve
         if 2 * (tokens + reserve) > self.settings.budget_tokens and not self._crowding_told:
@@ -222,6 +227,13 @@ class Memory:
     def wait(self) -> None:
         """Apply a demotion being prepared in the background, waiting for it if need be."""
         self._compactor.finish_pending(wait=True)
+
+    def _catch_up(self) -> None:
+        """Read the session again when another writer (a second worker process, another
+        ``Memory`` on the same session) has logged or taken back messages since this one
+        last did: one query for the log's newest sequence number."""
+        if self.store.next_seq(self.namespace) != self._state.next_seq:
+            self.reload()
 
     def reload(self) -> None:
         """Read this session's state from the store again (after a deletion, or a change made

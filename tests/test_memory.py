@@ -41,6 +41,34 @@ def test_resume_after_100_messages_gives_the_same_context(store):
     again.close()
 
 
+def test_two_writers_on_one_session_each_see_the_whole_conversation(store):
+    # two worker processes serving one chat, each holding its own Memory: each paged its own
+    # view, and a tool result logged by one was refused by the other ("answers no pending call")
+    a, b = (Memory("shared-chat", user="ana", store=store, budget=1024, tools=[]) for _ in range(2))
+    a.add({"role": "system", "content": "You are terse."})
+    a.add(user("I never fly Ryanair. My booking reference is PNR-55120."))
+    b.add(assistant("Noted."))
+    a.add({"role": "assistant", "content": None, "tool_calls": [
+        {"id": "w1", "type": "function", "function": {"name": "search_flights", "arguments": "{}"}}]})
+    b.add({"role": "tool", "tool_call_id": "w1", "content": "LX-22 at 09:40"})
+    for i in range(30):
+        writer, other = (a, b) if i % 2 else (b, a)
+        writer.add(user(f"Question {i} about the Douro valley, its wine terraces and river boats."))
+        other.add(assistant(f"Answer {i}: the terraces were built by hand, the boats carried port."))
+        ctx = writer.context(query=f"what about question {i}?")
+        assert tokens(writer, ctx) <= 1024 and find_orphans(ctx) == []
+        assert ctx[-2]["content"].startswith(f"Answer {i}:") and "I never fly Ryanair." in json.dumps(ctx)
+    assert a.stats().demotions > 0
+    a.flush()  # every archival vector written: recall finds the same items for each
+    assert a.context() == b.context()
+    assert a.stats() == b.stats()
+    fresh = Memory("shared-chat", user="ana", store=store, budget=1024, tools=[])
+    assert fresh.context() == a.context()
+    assert [m.seq for m in fresh.history()] == list(range(65))
+    for m in (a, b, fresh):
+        m.close()
+
+
 def test_context_never_exceeds_the_budget_and_keeps_chains_whole(make_memory):
     mem = make_memory(budget=800)
     fill(mem, 40)
