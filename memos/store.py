@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import UniqueConstraint, bindparam, func
+from sqlalchemy import select as select_columns
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Field, Session, col, select
@@ -97,6 +98,11 @@ class MessageRow(MemosModel, table=True):
 
 # the log's newest sequence number of a session, asked before every add() and context()
 _NEWEST_SEQ = select(func.max(MessageRow.seq)).where(col(MessageRow.namespace) == bindparam("ns"))
+# a session's rows as Store.load_messages reads them
+_SESSION_ROWS = (select_columns(col(MessageRow.id), col(MessageRow.seq), col(MessageRow.data), col(MessageRow.tokens),
+                                col(MessageRow.created_at), col(MessageRow.pinned), col(MessageRow.tier),
+                                col(MessageRow.compacted))
+                 .where(col(MessageRow.namespace) == bindparam("ns")).order_by(col(MessageRow.seq)))
 
 
 class SessionRow(MemosModel, table=True):
@@ -195,9 +201,10 @@ class Store:
 
     def load_messages(self, ns: Namespace) -> list[tuple[Message, str, bool]]:
         """Every logged message of ``ns`` in order, with its tier and compacted flag."""
-        with Session(self.engine, expire_on_commit=False) as s:
-            rows = s.exec(select(MessageRow).where(MessageRow.namespace == _ns_key(ns)).order_by(col(MessageRow.seq))).all()
-            return [(_to_message(r), r.tier, r.compacted) for r in rows]
+        with self.engine.connect() as c:  # plain rows: ORM objects cost three times as much (a long session's reload)
+            rows = c.execute(_SESSION_ROWS, {"ns": _ns_key(ns)}).all()
+        return [(Message(id=r[0], seq=r[1], data=json.loads(r[2]), tokens=r[3], created_at=r[4], pinned=bool(r[5])),
+                 r[6], bool(r[7])) for r in rows]
 
     def record_budget(self, ns: Namespace, budget_tokens: int) -> None:
         """Remember the budget ``ns`` is used with (written only when it changed)."""
