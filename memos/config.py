@@ -81,6 +81,8 @@ class MemosSettings:
     placeholder_preview_chars: int = 120
     # Model whose tiktoken encoding counts tokens; None counts with cl100k_base.
     model: str | None = None
+    # A Hugging Face tokenizer.json that counts tokens instead (an open model's own tokenizer).
+    tokenizer: str | None = None
     # Whose long-term memory the cold facts (pinned rules included) and the archive are:
     # 'user' (every session of the user sees them, whatever the agent), 'agent' (the
     # user's sessions with the same agent) or 'session' (this session only). The hot tier

@@ -113,7 +113,7 @@ class Memory:
         if in_memory(self.store.engine) and (settings.background_indexing or settings.background_compaction):
             # an in-memory database is one connection: memos' own threads do not share it
             settings = self.settings = replace(settings, background_indexing=False, background_compaction=False)
-        self.counter = counter or default_counter(settings.model)
+        self.counter = counter or default_counter(settings.model, settings.tokenizer)
         self.llm = llm if llm is not None else LLMConfig.from_env()
         parts = wire(self.namespace, self.scope, self.store, settings, self.counter, llm=self.llm, guard=guard,
                      summarizer=summarizer, extractor=extractor, on_event=on_event, archive=archive, embedder=embedder,

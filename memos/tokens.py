@@ -2,6 +2,9 @@
 
 The encoding is chosen once per :class:`TokenCounter`, in this order:
 
+0. ``tokenizer``, a Hugging Face ``tokenizer.json`` file (an open model's own tokenizer,
+   read by the ``tokenizers`` package: a Llama, Mistral or Qwen served locally counts its
+   own tokens, not cl100k_base's),
 1. ``encoding`` if given (or ``MEMOS_ENCODING``),
 2. the model's own encoding (``tiktoken.encoding_for_model``) when a model is named and
    its encoding loads (tiktoken downloads encodings on first use; offline that fails),
@@ -61,6 +64,30 @@ class _ByteEstimate:
         return ""  # estimated counts carry no text; TokenCounter.clip cuts by characters instead
 
 
+class _TokenizerFile:
+    """A Hugging Face ``tokenizer.json`` as an encoding: its tokens, without the special
+    tokens a model adds around a sequence and without the file's truncation or padding."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        from tokenizers import Tokenizer
+
+        try:
+            tok = Tokenizer.from_file(os.fspath(path))
+        except Exception as exc:  # missing, unreadable, or not a tokenizer file
+            raise ValueError(f"the tokenizer file {os.fspath(path)!r} (MEMOS_TOKENIZER or tokenizer=) cannot be "
+                             f"loaded: {type(exc).__name__}: {exc}; give the tokenizer.json of the model") from exc
+        tok.no_truncation()
+        tok.no_padding()
+        self._tok = tok
+        self.name = f"tokenizer.json:{os.fspath(path)}"
+
+    def encode(self, text: str, *, disallowed_special: Any = ()) -> list[int]:
+        return list(self._tok.encode(text, add_special_tokens=False).ids)
+
+    def decode(self, tokens: list[int]) -> str:
+        return str(self._tok.decode(tokens))
+
+
 def _load_encoding(model: str | None, encoding: str | None) -> _Encoding:
     try:
         import tiktoken
@@ -104,8 +131,9 @@ def _encoded_length(enc: _Encoding, text: str) -> int:
 class TokenCounter:
     """Counts tokens of text and of OpenAI chat messages with one encoding."""
 
-    def __init__(self, model: str | None = None, encoding: str | None = None) -> None:
-        self._enc = _load_encoding(model, encoding)
+    def __init__(self, model: str | None = None, encoding: str | None = None,
+                 tokenizer: str | os.PathLike[str] | None = None) -> None:
+        self._enc = _TokenizerFile(tokenizer) if tokenizer else _load_encoding(model, encoding)
         self.model = model
         # bound to the encoding, not to self: no reference cycle keeps a dropped counter's cache alive
         self._count_short = functools.lru_cache(maxsize=_CACHED_TEXTS)(functools.partial(_encoded_length, self._enc))
@@ -180,6 +208,7 @@ class TokenCounter:
 
 
 @lru_cache(maxsize=8)
-def default_counter(model: str | None = None) -> TokenCounter:
-    """A shared counter for ``model`` (loading an encoding takes ~0.1 s, so it is cached)."""
-    return TokenCounter(model)
+def default_counter(model: str | None = None, tokenizer: str | None = None) -> TokenCounter:
+    """A shared counter for ``model``, or for the ``tokenizer.json`` at ``tokenizer`` (loading
+    an encoding takes ~0.1 s, so it is cached)."""
+    return TokenCounter(model, tokenizer=tokenizer)

@@ -2,9 +2,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+from tokenizers import Tokenizer
+
 from memos import MemosSettings
 from memos.tokens import IMAGE_TOKENS, IMAGE_TOKENS_LOW, PER_MESSAGE, REPLY_PRIMING, TokenCounter
-from tests.conftest import tool_chain, user
+from tests.conftest import EMBEDDING_DIR, needs_model, tool_chain, user
 
 
 def test_default_encoding_is_offline_cl100k():
@@ -125,3 +128,34 @@ def test_inspect_previews_an_image_message_without_its_bytes(make_memory):
     mem.add({"role": "user", "content": [{"type": "text", "text": "Is this my lost suitcase?"}, _image()]})
     (preview,) = [m["preview"] for m in snapshot(mem)["hot"]]
     assert preview == "Is this my lost suitcase? [image]"
+
+
+@needs_model
+def test_a_models_own_tokenizer_json_counts_and_the_budget_holds_by_it(make_memory):
+    # an open model served locally counts its own tokens: a tokenizer.json (here all-MiniLM-L6-v2's
+    # WordPiece file, which also sets truncation at 128 and padding to 128, both ignored)
+    path = str(EMBEDDING_DIR / "tokenizer.json")
+    counter = TokenCounter(tokenizer=path)
+    reference = Tokenizer.from_file(path)
+    reference.no_truncation()
+    reference.no_padding()
+    long = "the river boats carried port down the Douro " * 40
+    for text in ("Hello world, my order is ORD-12345.", "我不吃辣，也不吃香菜。", long):
+        assert counter.count(text) == len(reference.encode(text, add_special_tokens=False).ids)
+    assert counter.count(long) > 128 and counter.encoding_name == f"tokenizer.json:{path}"
+    clipped = counter.clip(long, 40, " … ")
+    assert counter.count(clipped) <= 40 and clipped.startswith("the river boats")
+
+    mem = make_memory(settings=MemosSettings(budget_tokens=1024, tokenizer=path))
+    assert mem.stats().encoding == f"tokenizer.json:{path}"
+    mem.add(user("我不吃辣，也不吃香菜。My order is ORD-12345."))
+    for i in range(40):
+        mem.add(user(f"Turn {i}: {long[: 80 + 7 * i]}"))
+        ctx = mem.context()
+        assert mem.counter.count_messages(ctx) <= 1024
+    assert mem.stats().demotions > 0 and "我不吃辣" in json.dumps(mem.context(), ensure_ascii=False)
+    assert mem.history()[0].tokens == PER_MESSAGE + counter.count("user") + counter.count(mem.history()[0].text)
+
+    with pytest.raises(ValueError, match="MEMOS_TOKENIZER"):
+        TokenCounter(tokenizer=str(EMBEDDING_DIR / "missing.json"))
+    assert MemosSettings.from_env(environ={"MEMOS_TOKENIZER": path}).tokenizer == path
