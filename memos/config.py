@@ -182,7 +182,11 @@ class MemosSettings:
                     changes[f.name] = raw or None
             except ValueError as exc:
                 raise ValueError(f"MEMOS_{f.name.upper()}={raw!r} is not a valid {f.name}") from exc
-        return replace(base, **changes)
+        try:
+            return replace(base, **changes)
+        except ValueError as exc:  # a value of the right type that the settings refuse: say where it came from
+            given = ", ".join(f"MEMOS_{name.upper()}={env[f'MEMOS_{name.upper()}']!r}" for name in changes)
+            raise ValueError(f"{exc} (from the environment: {given})") from exc
 
 
 DEFAULT_SETTINGS = MemosSettings()

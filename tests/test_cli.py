@@ -58,6 +58,10 @@ def test_bad_settings_from_the_environment_are_one_line(tmp_path):
     proc = memos("import", "--store", str(tmp_path / "s.db"), "--session", "s", stdin="",
                  env={"MEMOS_BUDGET_TOKENS": "lots"})
     one_line_error(proc, "MEMOS_BUDGET_TOKENS")
+    # a value of the right type that the settings refuse names its variable too
+    for name, value in (("MEMOS_SYSTEM_MESSAGES", "merged"), ("MEMOS_HOT_TARGET", "1.5")):
+        proc = memos("import", "--store", str(tmp_path / "s.db"), "--session", "s", stdin="", env={name: value})
+        one_line_error(proc, f"{name}={value!r}")
 
 
 @pytest.mark.parametrize("where", ["before", "after"])
