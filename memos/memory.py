@@ -239,7 +239,9 @@ class Memory:
         """Read this session's state from the store again (after a deletion, or a change made
         by another process) and drop every cached rendering. A demotion being prepared in
         the background is dropped, not applied: it was planned from what the store held
-        before (a forgotten value, a deleted user)."""
+        before (a forgotten value, a deleted user). :meth:`add` and :meth:`context` do this
+        themselves when another writer has logged or taken back messages of the session; a
+        ``pin()``, ``unpin()`` or ``clear()`` made elsewhere needs it."""
         self._compactor.discard_pending()
         self._compactor.reload()
         self.cold.invalidate_caches()
