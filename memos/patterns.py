@@ -4,8 +4,28 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["ACK", "DECISION", "FAILURE", "GOAL", "IDENTIFIER", "find_codes", "find_identifiers",
-           "identifier_spans", "value_kind"]
+__all__ = ["ACK", "DECISION", "FAILURE", "GOAL", "IDENTIFIER", "FOLD_TABLE", "find_codes", "find_identifiers",
+           "fold", "identifier_spans", "value_kind"]
+
+# Characters an id is typed or written with that read as ASCII ones: full-width letters,
+# digits, hyphen, underscore, dot and at sign (an input method's full-width mode types
+# "ＯＲＤ－８８１２３"), and the hyphens models and word processors write (U+2010 hyphen, U+2011
+# non-breaking hyphen, U+2012 figure dash, U+2212 minus, U+FE63 small hyphen-minus). One
+# character for one, so a span of the folded text is the same span of the original. Other
+# full-width punctuation is kept: "，" and "。" end a URL or an id glued to Chinese text.
+_FOLD = {c: c - 0xFEE0 for c in (*range(0xFF10, 0xFF1A), *range(0xFF20, 0xFF3B), *range(0xFF41, 0xFF5B),
+                                  0xFF0D, 0xFF0E, 0xFF3F)}
+_FOLD.update(dict.fromkeys((0x2010, 0x2011, 0x2012, 0x2212, 0xFE63), ord("-")))
+_FOLDED = re.compile("[" + "".join(map(chr, sorted(_FOLD))) + "]")
+# what fold() replaces and with what, as the two strings of SQL's translate()
+FOLD_TABLE = ("".join(map(chr, sorted(_FOLD))), "".join(chr(_FOLD[c]) for c in sorted(_FOLD)))
+
+
+def fold(text: str) -> str:
+    """``text`` with full-width letters, digits, hyphens, underscores, dots and at signs,
+    and the other hyphens, as their ASCII characters (the same length: spans carry over)."""
+    return text.translate(_FOLD) if _FOLDED.search(text) else text
+
 
 # Boundaries are ASCII-only: an id glued to Chinese text ("订单号是ORD-88123，") is still an id,
 # where \b would see no boundary between two word characters.
@@ -68,10 +88,11 @@ def value_kind(value: str) -> str | None:
 
 def identifier_spans(text: str) -> list[tuple[int, int, str]]:
     """Each identifier in ``text`` as ``(start, end, token)``, in order: ``end`` is where the
-    match ends, ``token`` the match without trailing punctuation (three characters or more)."""
+    match ends, ``token`` the match without trailing punctuation (three characters or more),
+    as written. Ids typed full-width or with another hyphen are found too (:func:`fold`)."""
     out: list[tuple[int, int, str]] = []
-    for m in IDENTIFIER.finditer(text):
-        token = m.group(0).strip().rstrip(".,;:")
+    for m in IDENTIFIER.finditer(fold(text)):
+        token = text[m.start() : m.end()].strip().rstrip(".,;:")
         if len(token) >= 3:
             out.append((m.start(), m.end(), token))
     return out

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memos import Memory, MemosSettings
-from memos.patterns import find_codes, find_identifiers
+from memos.patterns import find_codes, find_identifiers, fold
 from memos.tiers.hot import clip_json
 from memos.tiers.warm import ExtractiveSummarizer, SummaryPlan
 from memos.tokens import default_counter
@@ -41,12 +41,18 @@ def make_id(kind: int, n: int) -> str:
     return [f"PNR-{n:05d}", f"ORD-{n + 10000}", f"TKT{n:04d}X", f"user{n}@example.com", f"INV-{n:03d}-B"][kind]
 
 
+def wide(ident: str) -> str:
+    """``ident`` as a Chinese or Japanese input method types it in full-width mode."""
+    return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in ident)
+
+
 FILLER = ["Sounds good, thanks.", "What about the weather there?", "我们周末再说吧。", "Let me think about it.",
           "Could you compare the two hotels?", "好的，没问题。"]
 
 ops = st.lists(st.one_of(
     st.tuples(st.just("en"), st.integers(0, 4)),
     st.tuples(st.just("zh"), st.integers(0, 4)),
+    st.tuples(st.just("wide"), st.integers(0, 4)),
     st.tuples(st.just("tool"), st.integers(0, 4)),
     st.tuples(st.just("filler"), st.integers(0, len(FILLER) - 1)),
 ), min_size=30, max_size=90)
@@ -66,8 +72,8 @@ def test_no_id_of_the_session_is_lost_when_the_summariser_drops_them(ops, seed, 
                     mem.add({"role": "user", "content": f"My booking reference is {ident}, please keep it handy."})
                     mem.add({"role": "assistant", "content": "Got it, I'll keep that reference."})
                     ids.append(ident)
-                elif kind == "zh":
-                    mem.add({"role": "user", "content": f"我的订单号是{ident}，帮我查一下物流。"})
+                elif kind in ("zh", "wide"):  # an id glued to Chinese text, typed as it is or full-width
+                    mem.add({"role": "user", "content": f"我的订单号是{ident if kind == 'zh' else wide(ident)}，帮我查一下物流。"})
                     mem.add({"role": "assistant", "content": "好的，我来查。"})
                     ids.append(ident)
                 elif kind == "tool":
@@ -80,13 +86,14 @@ def test_no_id_of_the_session_is_lost_when_the_summariser_drops_them(ops, seed, 
                 else:
                     mem.add({"role": "user", "content": FILLER[arg]})
                     mem.add({"role": "assistant", "content": "Sure."})
-            prompt = json.dumps(mem.context(tools=[]), ensure_ascii=False)
-            facts = "\n".join(f.key + " " + f.value for f in mem.facts())
+            # an id counts as kept as it was typed, full-width or not; it is searched for in ASCII
+            prompt = fold(json.dumps(mem.context(tools=[]), ensure_ascii=False))
+            facts = fold("\n".join(f.key + " " + f.value for f in mem.facts()))
             lost = []
             for ident in ids:
                 if ident in prompt or ident in facts:
                     continue
-                if any(ident in h.text for h in mem.retrieve(ident, top_k=10)):
+                if any(ident in fold(h.text) for h in mem.retrieve(ident, top_k=10)):
                     continue
                 lost.append(ident)
             assert not lost, f"lost {lost} after {mem.stats().demotions} demotions"

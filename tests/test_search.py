@@ -40,6 +40,25 @@ def test_chinese_facts_and_archive_are_found_by_a_two_character_word(store):
     other.close()
 
 
+def test_an_id_typed_full_width_or_with_another_hyphen_is_found_as_typed_in_ascii(store):
+    # a Chinese or Japanese input method types "ＯＲＤ－８８１２３"; models write "BK‑55120" with
+    # U+2011 (non-breaking hyphen): the identifier net, the facts and keyword search read both
+    # as the ASCII id a user or a model types later, and the text is kept as written
+    assert tokens("订单号是ＯＲＤ－８８１２３，") == ["订", "单", "号", "是", "订单", "单号", "号是", "ord-88123"]
+    assert query_terms("BK\u201155120 or ＢＫ－５５１２１") == ["bk-55120", "bk-55121"]
+    mem = Memory("s", user="li", store=store, budget=2048, tools=[])
+    for i in range(30):  # other ids, so that a search that ignored the id would rank them alike
+        mem.add(user(f"Order ORD-7{i:04d} and booking BK-6{i:04d} are for another trip."))
+    mem.add(user("我的订单号是ＯＲＤ－８８１２３，明天到。"))
+    mem.add(assistant("Your booking BK\u201155120 is confirmed."))
+    assert "ＯＲＤ－８８１２３" in [f.key for f in mem.facts(query="ORD-88123")]
+    for query, said in [("ORD-88123", "ＯＲＤ－８８１２３"), ("ｂｋ－５５１２０", "BK\u201155120")]:
+        hits = mem.archival.search(query, 3, mode="keyword")
+        assert hits and said in hits[0].text, (query, [h.text for h in hits])
+    assert mem.history()[-2].text == "我的订单号是ＯＲＤ－８８１２３，明天到。"
+    mem.close()
+
+
 def test_a_long_message_is_searched_by_its_question_at_the_end(store):
     # chatter first, the question last: the question's terms are not cut off by the chatter's
     mem = Memory("s", user="li", store=store, budget=2048, tools=[])

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from ..messages import as_roles
-from ..patterns import find_identifiers
+from ..patterns import find_identifiers, fold
 from ..text.rules import default_detector, stated_rules
 from ..text.sentences import split_sentences
 from ..tiers.hot import Unit
@@ -173,7 +173,7 @@ _PROMISE = re.compile(r"\b(?:i'll|i will|shall i|once you|when you confirm|as so
 @functools.lru_cache(maxsize=4096)
 def references(text: str) -> frozenset[str]:
     """What a message points at that an older message may hold: identifiers and clock times."""
-    return frozenset(find_identifiers(text)) | frozenset(_TIME.findall(text))
+    return frozenset(map(fold, find_identifiers(text))) | frozenset(_TIME.findall(text))
 
 
 class ReferenceGuard(Guard):

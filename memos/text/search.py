@@ -4,17 +4,21 @@
 stays one word) and, for Chinese and Japanese, which have no spaces, every character and
 every two-character window of a run of Han characters, so ``预算`` is found inside
 ``我的预算不超过500元`` and an id glued to Chinese (``订单号是ORD-88123，``) is a word of its
-own. :func:`query_terms` is the same tokeniser on a query, less stop words and single
-characters of a longer run, its first 128 (enough that a long message's question, which
-tends to come last, is still searched).
+own. Full-width letters and digits and the other hyphens read as ASCII ones
+(:func:`memos.patterns.fold`: ``ＯＲＤ－８８１２３`` is ``ord-88123``; not with the ``LIKE``
+fallback below). :func:`query_terms` is
+the same tokeniser on a query, less stop words and single characters of a longer run, its
+first 128 (enough that a long message's question, which tends to come last, is still
+searched).
 
 :class:`KeywordIndex` keeps one full-text index over rows ``(ref, namespace, text)``:
 
 - on SQLite, an FTS5 table holding the tokens (``unicode61``; BM25 ranking). Terms that
   are in more than 2 % of the rows (at least 200) are left out of a query when rarer ones
   remain: they add almost nothing to BM25 and make FTS5 score every row holding them;
-- on PostgreSQL, a GIN index on ``to_tsvector('simple', ...)`` of the source table (ranked
-  by ``ts_rank_cd``; each term through ``plainto_tsquery``), and Chinese terms as substrings;
+- on PostgreSQL, a GIN index on ``to_tsvector('simple', ...)`` of the source table's text,
+  folded (ranked by ``ts_rank_cd``; each term through ``plainto_tsquery``), and Chinese
+  terms as substrings;
 - elsewhere, ``LIKE``, ranked by the number of terms matched.
 """
 
@@ -31,6 +35,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
 
+from ..patterns import FOLD_TABLE, fold
 from .terms import STOP_WORDS
 
 __all__ = ["KeywordIndex", "index_text", "query_terms", "tokens"]
@@ -46,7 +51,7 @@ _MAX_PARTS = 8  # a term's first parts: a longer one (a-b-c-…, pasted) is no r
 def tokens(text_: str) -> list[str]:
     """The index's tokens of ``text_``, in order (see the module docs)."""
     out: list[str] = []
-    for m in _TOKEN.finditer(text_.lower()):
+    for m in _TOKEN.finditer(fold(text_).lower()):
         w = m.group(0)
         if _IS_HAN.match(w):
             out.extend(w)
@@ -67,7 +72,7 @@ def query_terms(query: str, limit: int = _MAX_TERMS) -> list[str]:
     terms: dict[str, None] = {}
     if limit <= 0:
         return []
-    for m in _TOKEN.finditer(query.lower()):
+    for m in _TOKEN.finditer(fold(query).lower()):
         w = m.group(0)
         if _IS_HAN.match(w):
             grams = [w] if len(w) == 1 else [w[i : i + 2] for i in range(len(w) - 1)]
@@ -121,8 +126,9 @@ class KeywordIndex:
         if dialect == "postgresql":
             with self.engine.begin() as conn:
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": 0x6D656D6F73})
-                conn.execute(text(f"CREATE INDEX IF NOT EXISTS {self.name}_tsv ON {self.source} "
-                                  f"USING gin (to_tsvector('simple', {self.doc_sql}))"))
+                conn.execute(text(f"CREATE INDEX IF NOT EXISTS {self.name}_tsv_folded ON {self.source} "
+                                  f"USING gin ({self._tsvector()})"))
+                conn.execute(text(f"DROP INDEX IF EXISTS {self.name}_tsv"))  # the index of the unfolded text
             return "postgres"
         if dialect != "sqlite":
             return "like"
@@ -199,7 +205,7 @@ class KeywordIndex:
             if words:
                 parts = [f"plainto_tsquery('simple', :t{i})" for i in range(len(words))]
                 tsq = "(" + " || ".join(parts) + ")"
-                doc = f"to_tsvector('simple', {self.doc_sql})"
+                doc = self._tsvector()
                 q = text(f"SELECT {self.ref_column} FROM {self.source} WHERE namespace = :ns{extra} AND {doc} @@ {tsq} "
                          f"ORDER BY ts_rank_cd({doc}, {tsq}) DESC, {self.ref_column} LIMIT :k")
                 params: dict[str, Any] = {f"t{i}": t for i, t in enumerate(words)}
@@ -217,6 +223,17 @@ class KeywordIndex:
                                     f"WHERE namespace = :ns{extra} AND ({conds})"), {**params, "ns": namespace})
         ranked = sorted(rows, key=lambda r: -sum(t in str(r[1]).lower() for t in terms))
         return [str(r[0]) for r in ranked[:n]]
+
+    def _tsvector(self) -> str:
+        """PostgreSQL's words of a row: of its text folded as :func:`tokens` folds it, with a
+        space between Han characters and letters or digits (its parser reads "订单号是ORD-88123"
+        as one word). The same expression in the index and in each query, so the index serves them."""
+        src, dst = FOLD_TABLE
+        han = f"[{_HAN}]"
+        folded = f"translate({self.doc_sql}, '{src}', '{dst}')"
+        spaced = (f"regexp_replace(regexp_replace({folded}, '({han})([A-Za-z0-9])', '\\1 \\2', 'g'), "
+                  f"'([A-Za-z0-9])({han})', '\\1 \\2', 'g')")
+        return f"to_tsvector('simple', {spaced})"
 
     def _selective(self, session: Session, terms: list[str]) -> list[str]:
         """The terms worth matching (see the module docs); document frequencies are cached
