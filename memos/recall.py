@@ -25,6 +25,7 @@ from .embeddings import covers
 from .messages import as_roles, clean_text
 from .paging.context import recall_message
 from .paging.guards import references
+from .patterns import fold
 from .state import SessionState
 from .text.passage import best_passage
 from .text.terms import content_terms, held_by
@@ -165,11 +166,11 @@ class Recall:
         quoted: set[str] = set()
         for m in recent:
             quoted |= references(m.text_and_calls)
-        others = " ".join(m.text for m in self.state.hot if m.role != "assistant")
+        others = fold(" ".join(m.text for m in self.state.hot if m.role != "assistant"))  # references are folded
         hits: list[Hit] = []
         for ref in sorted(r for r in quoted if r not in others)[:4]:
             hits += self.archival.search(ref, 2, mode="keyword", exclude_message_ids=hot)
-        return [h for h in hits if any(r in h.text for r in quoted)]
+        return [h for h in hits if any(r in fold(h.text) for r in quoted)]
 
     def superseded(self) -> list[str]:
         """Values of the scope that a later value replaced (lower-cased), cached per fact version."""

@@ -297,8 +297,10 @@ def test_a_result_the_assistant_keeps_quoting_stays_hot_while_newer_turns_are_de
     ctx = mem.context()
     assert mem.stats().demotions > 0
     assert any(m["role"] == "tool" and m["tool_call_id"] == "f1" and "14C" in m["content"] for m in ctx)
-    # newer turns than the held result went to the summary around it
+    # newer turns than the held result went to the summary around it, and so did the answers
+    # that only repeat what it said (an echo of TP1234 and 09:40 holds nothing the result does not)
     assert not any(m["role"] == "user" and "district 0?" in m["content"] for m in ctx)
+    assert not any(m["role"] == "assistant" and "District 3 is lovely" in str(m.get("content")) for m in ctx)
 
 
 @st.composite

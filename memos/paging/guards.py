@@ -181,7 +181,10 @@ class ReferenceGuard(Guard):
     newer units may still be demoted around it): a unit holding
     an identifier or a time the assistant quoted since (a tool result it is acting on), and an
     assistant message among those turns that makes a promise ("I'll book the 9:40 one once you
-    confirm"). When the budget cannot be met otherwise the pager lets it go, and the
+    confirm"). A reference is held where it was first said and in the last tool result or
+    user message that said it before those turns; the echoes between may go (an amount
+    repeated in every answer does not hold them all). When the budget cannot be met
+    otherwise the pager lets it go, and the
     identifiers it held are carried into the summary or the facts (the identifier net)."""
 
     def __init__(self, turns: int = 3) -> None:
@@ -190,26 +193,41 @@ class ReferenceGuard(Guard):
         self.turns = turns
 
     def __call__(self, unit: Unit, ctx: GuardContext) -> Verdict:
-        recent: list[str] = []
+        recent: list[tuple[int, str]] = []  # the assistant's last turns after this unit: (unit index, text)
         for j in range(len(ctx.units) - 1, ctx.index, -1):
-            recent += [m.text_and_calls for m in reversed(ctx.units[j].messages) if m.role == "assistant"]
+            recent += [(j, m.text_and_calls) for m in reversed(ctx.units[j].messages) if m.role == "assistant"]
             if len(recent) >= self.turns:
                 break
         if len(recent) < self.turns and any(m.role == "assistant" and is_promise(m.text) for m in unit.messages):
             return Verdict.HOLD
+        recent = recent[: self.turns]
         if not recent:
             return Verdict.EVICT
         quoted: set[str] = set()
-        for text in recent[: self.turns]:
+        for _, text in recent:
             quoted |= references(text)
-        if quoted:
-            body = " ".join(m.text_and_calls for m in unit.messages)
-            if any(q in body for q in quoted):
-                return Verdict.HOLD
-        return Verdict.EVICT
+        held = [q for q in quoted if q in _body(unit)] if quoted else []
+        if not held:
+            return Verdict.EVICT
+        # where a reference is held: the first unit that said it, and the last tool result or
+        # user message before the assistant's turns that did (an echo in between may go)
+        older = ctx.units[: ctx.index]
+        if any(not any(q in _body(u) for u in older) for q in held):
+            return Verdict.HOLD
+        if all(m.role == "assistant" for m in unit.messages):
+            return Verdict.EVICT
+        quoting = {j for j, _ in recent}
+        sources = [u for j, u in enumerate(ctx.units[ctx.index + 1 : max(quoting)], ctx.index + 1)
+                   if j not in quoting and any(m.role != "assistant" for m in u.messages)]
+        return Verdict.HOLD if any(not any(q in _body(u) for u in sources) for q in held) else Verdict.EVICT
 
     def __repr__(self) -> str:
         return f"ReferenceGuard({self.turns})"
+
+
+def _body(unit: Unit) -> str:
+    """A unit's text and tool calls, folded as :func:`references` folds identifiers."""
+    return fold(" ".join(m.text_and_calls for m in unit.messages))
 
 
 def is_promise(text: str) -> bool:
