@@ -206,20 +206,20 @@ class ReferenceGuard(Guard):
         quoted: set[str] = set()
         for _, text in recent:
             quoted |= references(text)
-        held = [q for q in quoted if q in _body(unit)] if quoted else []
+        body = _body(unit)
+        held = [q for q in quoted if q in body]
         if not held:
             return Verdict.EVICT
         # where a reference is held: the first unit that said it, and the last tool result or
         # user message before the assistant's turns that did (an echo in between may go)
-        older = ctx.units[: ctx.index]
-        if any(not any(q in _body(u) for u in older) for q in held):
+        if _unsaid(held, ctx.units[: ctx.index]):
             return Verdict.HOLD
         if all(m.role == "assistant" for m in unit.messages):
             return Verdict.EVICT
         quoting = {j for j, _ in recent}
         sources = [u for j, u in enumerate(ctx.units[ctx.index + 1 : max(quoting)], ctx.index + 1)
                    if j not in quoting and any(m.role != "assistant" for m in u.messages)]
-        return Verdict.HOLD if any(not any(q in _body(u) for u in sources) for q in held) else Verdict.EVICT
+        return Verdict.HOLD if _unsaid(held, sources) else Verdict.EVICT
 
     def __repr__(self) -> str:
         return f"ReferenceGuard({self.turns})"
@@ -228,6 +228,11 @@ class ReferenceGuard(Guard):
 def _body(unit: Unit) -> str:
     """A unit's text and tool calls, folded as :func:`references` folds identifiers."""
     return fold(" ".join(m.text_and_calls for m in unit.messages))
+
+
+def _unsaid(refs: list[str], units: Sequence[Unit]) -> bool:
+    """Whether one of ``refs`` is in none of ``units``."""
+    return any(not any(q in _body(u) for u in units) for q in refs)
 
 
 def is_promise(text: str) -> bool:
