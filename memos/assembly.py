@@ -83,6 +83,10 @@ class ContextAssembler:
         self.recall = recall
         self.tools_tokens = tools_tokens  # the tool schemas the request carries
         self.archive_offered = True  # whether they include memos' archive (the pressure notice asks for it)
+        # whether the prompt ends with a query (context(query=)), not the hot tier's newest unit
+        self.asking = False
+        # the newest message whose unit the prompt could not hold whole: clipped to its share
+        self.narrowed: str | None = None
         # what each cached pinned section shows: the fact ids, and the words of its lines
         self._pinned_shown: dict[tuple[Any, ...], tuple[frozenset[int], tuple[str, ...]]] = {}
         self._render_cache: dict[tuple[str, int, bool], tuple[dict[str, Any], int]] = {}
@@ -133,9 +137,20 @@ class ContextAssembler:
         share of the hot tier's target, or of what the system messages, the tool schemas and a
         full pinned section leave of the budget when that is less (a long message pasted
         under a small budget is clipped to fit, not refused)."""
+        return max(_MIN_CLIP_TOKENS, min(self.share(self.settings.hot_target), self._unreserved()) // max(1, unit_size))
+
+    def newest_cap(self, unit_size: int) -> int:
+        """The most tokens one message of the hot tier's newest unit (the turn the model is
+        to answer) is shown with: what the system messages, the tool schemas and a full pinned
+        section leave of the budget, so that a long message or an image that fits in the
+        prompt reaches the model whole; at least :meth:`message_cap`. Older units give way to
+        it (demoted, their sections shrunk) as the pager makes the prompt fit. A prompt that
+        ends with a query (``context(query=)``) has no such unit: the query is the newest."""
+        return max(self.message_cap(unit_size), self._unreserved() // max(1, unit_size))
+
+    def _unreserved(self) -> int:
         s = self.settings
-        fixed = self.tools_tokens + sum(m.tokens for m in self.state.system) + s.pinned_max_tokens
-        return max(_MIN_CLIP_TOKENS, min(self.share(s.hot_target), s.budget_tokens - fixed) // max(1, unit_size))
+        return s.budget_tokens - (self.tools_tokens + sum(m.tokens for m in self.state.system) + s.pinned_max_tokens)
 
     def render(self, m: Message, cap: int, names: dict[str, str]) -> tuple[dict[str, Any], int]:
         compacted = m.id in self.state.compacted
@@ -226,11 +241,27 @@ class ContextAssembler:
         return [{"type": "text", "text": body.strip()}] + kept
 
     def render_unit(self, unit: Unit, names: dict[str, str]) -> list[tuple[dict[str, Any], int]]:
-        cap = self.message_cap(len(unit.messages))
+        size = len(unit.messages)
+        hot = self.state.hot
+        newest = (not self.asking and bool(hot) and unit.messages[-1].id == hot[-1].id
+                  and hot[-1].id != self.narrowed)
+        cap = self.newest_cap(size) if newest else self.message_cap(size)
         return [self.render(m, cap, names) for m in unit.messages]
 
     def unit_tokens(self, unit: Unit) -> int:
         return sum(t for _, t in self.render_unit(unit, tool_names([unit])))
+
+    def narrow_newest(self) -> bool:
+        """Clip the newest unit to its share of the hot tier, as older units are, when the
+        prompt cannot hold it whole beside what may not leave it (the units the last-resort
+        guards keep, explicit pins); whether that made it shorter."""
+        hot = self.state.hot
+        if self.asking or not hot or self.narrowed == hot[-1].id:
+            return False
+        newest = group_units(hot)[-1]
+        before = self.unit_tokens(newest)
+        self.narrowed = hot[-1].id
+        return self.unit_tokens(newest) < before
 
     def pinned_section(self, query: str | None = None, room: int | None = None) -> tuple[dict[str, Any] | None, int]:
         """The pinned section: every explicit pin (``pin()``) and the rules pinned
@@ -579,7 +610,7 @@ class ContextAssembler:
         # enough; the cap changes with a request's tool schemas, and long messages are clipped to it
         hot = self.state.hot
         key = (len(hot), hot[0].id if hot else "", hot[-1].id if hot else "", len(self.state.compacted),
-               self.message_cap(1))
+               self.message_cap(1), self.newest_cap(1), self.asking, self.narrowed)
         if self._hot_cache is not None and self._hot_cache[0] == key:
             return self._hot_cache[1]
         total = sum(self.unit_tokens(u) for u in group_units(self.state.hot))

@@ -103,6 +103,7 @@ class Compactor:
         sections. Recalled memory never causes paging: it fills the room left at the end.
         When the prompt must shrink, relevant facts give way first, then the summary."""
         s = self.settings
+        asked = extra
         extra += self.assembler.tools_tokens
         self.finish_pending(wait=False)
         rooms = Rooms(recall=0)
@@ -143,6 +144,10 @@ class Compactor:
             _, pinned = self.assembler.pinned_section(query, None)
             rooms = replace(rooms, pinned=max(0, pinned - (total - s.budget_tokens)))
             total = self.assembler.total(extra, query, rooms)
+        if total > s.budget_tokens and self.assembler.narrow_newest():
+            # the newest unit's larger room did not fit beside what may not leave the prompt:
+            # it is clipped to its share, and the sections get their room back
+            return self.page(asked, query, strict=strict)
         if total > s.budget_tokens:
             if strict:
                 system = sum(m.tokens for m in self.state.system)

@@ -160,6 +160,7 @@ class Memory:
             self._recall.promoted = []
             cands, invs, _ = self._compactor.extract(users, rules_only=True)
             self.cold.apply(cands, invs)
+        self._assembler.asking = False
         self._compactor.page(0, None, strict=False)
         return logged
 
@@ -194,6 +195,7 @@ class Memory:
                         tokens, reserve, self.settings.budget_tokens,
                         max(0, self.settings.budget_tokens - tokens - reserve))
         query_msg, extra = self._assembler.query_message(query)
+        self._assembler.asking = query_msg is not None
         rooms = self._compactor.page(extra, query, strict=True)
         return self._assembler.build(query_msg, query, rooms)
 

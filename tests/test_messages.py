@@ -153,7 +153,7 @@ def test_a_custom_tools_call_is_kept_counted_and_clipped_like_a_functions(make_m
     # the chat API's custom tools take free-form input ("type": "custom"); they were refused
     from openai.types.chat import ChatCompletionMessage
 
-    mem = make_memory(budget=1024)
+    mem = make_memory(budget=1024, tools=None)  # the request carries memos' schemas
     mem.add(user("Apply the patch for ORD-4471."))
     patch = "*** Begin Patch\n" + "+ a line of the new module\n" * 3000 + "*** End Patch"
     reply = ChatCompletionMessage.model_validate({"role": "assistant", "content": None, "tool_calls": [

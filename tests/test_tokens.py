@@ -7,7 +7,7 @@ from tokenizers import Tokenizer
 
 from memos import MemosSettings
 from memos.tokens import IMAGE_TOKENS, IMAGE_TOKENS_LOW, PER_MESSAGE, REPLY_PRIMING, TokenCounter
-from tests.conftest import EMBEDDING_DIR, needs_model, tool_chain, user
+from tests.conftest import EMBEDDING_DIR, assistant, needs_model, tool_chain, user
 
 
 def test_default_encoding_is_offline_cl100k():
@@ -72,6 +72,31 @@ def test_a_long_message_with_an_image_is_clipped_in_its_text_and_keeps_the_image
     assert text.startswith("Order ORD-77812.") and "clipped" in text
     assert TokenCounter().count_messages(ctx) <= 2048
     assert mem.history()[0].data["content"][1] == image  # the log keeps all of it
+
+
+def test_the_newest_message_is_sent_whole_when_the_prompt_has_room_for_it(make_memory):
+    # the room a message gets is its share of the hot tier (half the budget less the tool
+    # schemas: 738 tokens here), but the one the model is to answer gets what the budget
+    # leaves: its image (765 tokens) is not left out of a prompt that has room for it
+    mem = make_memory(budget=2048, tools=None)  # memos' own schemas, as a user's requests carry them
+    image = _image()
+    question = {"role": "user", "content": [{"type": "text", "text": "What does this label say?"}, image]}
+    mem.add(question)
+    assert mem.context()[-1] == question
+    # a long paste, as the newest message, reaches the model unclipped too
+    report = " ".join(f"Paragraph {i} of the pasted report, about region R{i}." for i in range(80))
+    mem.add([{"role": "assistant", "content": "It says 'fragile'."}, user("Summarise this: " + report)])
+    ctx = mem.context()
+    assert ctx[-1]["content"] == "Summarise this: " + report and mem.counter.count_message(ctx[-1]) > 738
+    assert TokenCounter().count_messages(ctx) + mem.counter.count_tools(mem.tools()) <= 2048
+    # asked about as a query (not stored), the query is the newest message: the paste gives way
+    ctx = mem.context(query="Which region leads? " + report[:2000])
+    assert TokenCounter().count_messages(ctx) + mem.counter.count_tools(mem.tools()) <= 2048
+    # once it is no longer the newest, the image gives way to the newer turns; the log keeps it
+    mem.add([assistant("Region R0 leads."), user("Thanks. Which region grew most?")])
+    ctx = mem.context()
+    assert TokenCounter().count_messages(ctx) + mem.counter.count_tools(mem.tools()) <= 2048
+    assert mem.history()[0].data == question
 
 
 def test_an_image_that_cannot_fit_is_named_in_the_text_and_kept_in_the_log(make_memory):
@@ -159,3 +184,21 @@ def test_a_models_own_tokenizer_json_counts_and_the_budget_holds_by_it(make_memo
     with pytest.raises(ValueError, match="MEMOS_TOKENIZER"):
         TokenCounter(tokenizer=str(EMBEDDING_DIR / "missing.json"))
     assert MemosSettings.from_env(environ={"MEMOS_TOKENIZER": path}).tokenizer == path
+
+
+def test_the_newest_message_gives_way_to_what_may_not_leave_the_prompt(make_memory):
+    # explicit pins fill their cap, and the line naming the rules left out takes a little more: a
+    # long newest message that would fit beside a pinned section of the cap alone is clipped
+    # to its share instead of making context() fail
+    mem = make_memory(budget=500)
+    for rule in ("Always quote prices in euros, never in dollars.", "Never book flights before 9am.",
+                 "Keep every hotel under 120 EUR a night.", "Only use the corporate card ending in 4417."):
+        mem.pin(text=rule)
+    paste = "Summarise this: " + " ".join(f"Row {i} holds crate C{i}." for i in range(90))
+    mem.add([user("No red-eye flights, ever."), assistant("Noted."), user("I don't eat spicy food."), assistant("Noted."),
+             user(paste)])
+    ctx = mem.context()
+    assert TokenCounter().count_messages(ctx) <= 500
+    dump = json.dumps(ctx)
+    assert "4417" in dump and "9am" in dump and ctx[-1]["role"] == "user"
+    assert mem.counter.count_message(ctx[-1]) < mem.counter.count_message(mem.history()[-1].data)
