@@ -87,6 +87,7 @@ class ContextAssembler:
         self.asking = False
         # the newest message whose unit the prompt could not hold whole: clipped to its share
         self.narrowed: str | None = None
+        self.query_cap: int | None = None  # this prompt's query's, once it could not have the newest's room
         # what each cached pinned section shows: the fact ids, and the words of its lines
         self._pinned_shown: dict[tuple[Any, ...], tuple[frozenset[int], tuple[str, ...]]] = {}
         self._render_cache: dict[tuple[str, int, bool], tuple[dict[str, Any], int]] = {}
@@ -106,18 +107,24 @@ class ContextAssembler:
         self._render_cache = {k: v for k, v in self._render_cache.items() if k[0] not in ids}
 
     def query_message(self, query: str | None) -> tuple[dict[str, Any] | None, int]:
-        """The message a prompt for ``query`` ends with (clipped to a hot message's cap) and
-        its tokens; ``(None, 0)`` without a query. ``ValueError`` when it is not a string or
-        holds no text (an empty user message would be sent)."""
+        """The message a prompt for ``query`` ends with and its tokens; ``(None, 0)`` without
+        a query. Like the hot tier's newest unit, it may take what the system messages, the
+        tool schemas and a full pinned section leave (:meth:`newest_cap`), or a message's
+        share once the prompt could not hold it so (:meth:`narrow_newest`). ``ValueError``
+        when it is not a string or holds no text (an empty user message would be sent)."""
         if query is None:
             return None, 0
         if not isinstance(query, str):
             raise ValueError(f"query must be a string, got {type(query).__name__}")
         if not query.strip():
             raise ValueError("query must hold text; pass None (or no query) for the prompt as it stands")
+        pending = self.state.pending_calls()
+        if pending:
+            raise ValueError(f"a query cannot follow the unanswered tool calls {pending}: the API refuses a user "
+                             "message after them; add their tool results first, or call context() without a query")
         query = clean_text(query)
         msg = {"role": "user", "content": query}
-        tokens, cap = self.counter.count_message(msg), self.message_cap(1)
+        tokens, cap = self.counter.count_message(msg), self.newest_cap(1) if self.query_cap is None else self.query_cap
         if tokens > cap:
             msg = {"role": "user", "content": self.counter.clip(query, cap - 8, " … ")}
             tokens = self.counter.count_message(msg)
@@ -145,7 +152,7 @@ class ContextAssembler:
         section leave of the budget, so that a long message or an image that fits in the
         prompt reaches the model whole; at least :meth:`message_cap`. Older units give way to
         it (demoted, their sections shrunk) as the pager makes the prompt fit. A prompt that
-        ends with a query (``context(query=)``) has no such unit: the query is the newest."""
+        ends with a query (``context(query=)``) gives this room to the query instead."""
         return max(self.message_cap(unit_size), self._unreserved() // max(1, unit_size))
 
     def _unreserved(self) -> int:
@@ -251,12 +258,24 @@ class ContextAssembler:
     def unit_tokens(self, unit: Unit) -> int:
         return sum(t for _, t in self.render_unit(unit, tool_names([unit])))
 
-    def narrow_newest(self) -> bool:
+    def narrow_newest(self, query: str | None = None, over: int = 0) -> bool:
         """Clip the newest unit to its share of the hot tier, as older units are, when the
         prompt cannot hold it whole beside what may not leave it (the units the last-resort
-        guards keep, explicit pins); whether that made it shorter."""
+        guards keep, explicit pins); whether that made it shorter. A query the prompt is for
+        is clipped to its share first, then by the ``over`` tokens the prompt still exceeds
+        the budget with (the newest unit of the hot tier may not leave either)."""
+        if self.asking:
+            if query is None:
+                return False
+            before = self.query_message(query)[1]
+            if self.query_cap is None:
+                self.query_cap = self.message_cap(1)
+                if self.query_message(query)[1] < before:
+                    return True
+            self.query_cap = max(_MIN_CLIP_TOKENS, min(self.query_cap, before - over))
+            return self.query_message(query)[1] < before
         hot = self.state.hot
-        if self.asking or not hot or self.narrowed == hot[-1].id:
+        if not hot or self.narrowed == hot[-1].id:
             return False
         newest = group_units(hot)[-1]
         before = self.unit_tokens(newest)

@@ -144,9 +144,11 @@ class Compactor:
             _, pinned = self.assembler.pinned_section(query, None)
             rooms = replace(rooms, pinned=max(0, pinned - (total - s.budget_tokens)))
             total = self.assembler.total(extra, query, rooms)
-        if total > s.budget_tokens and self.assembler.narrow_newest():
-            # the newest unit's larger room did not fit beside what may not leave the prompt:
-            # it is clipped to its share, and the sections get their room back
+        if total > s.budget_tokens and self.assembler.narrow_newest(query, total - s.budget_tokens):
+            # the newest unit's (or the query's) larger room did not fit beside what may not
+            # leave the prompt: it is clipped to its share, and the sections get their room back
+            if self.assembler.asking:
+                asked = self.assembler.query_message(query)[1]
             return self.page(asked, query, strict=strict)
         if total > s.budget_tokens:
             if strict:

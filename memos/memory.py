@@ -169,7 +169,9 @@ class Memory:
         """The prompt to send now, within the budget, in OpenAI chat format.
 
         With ``query``, the prompt is assembled as if ``query`` were the next user
-        message, which is appended last; it is not stored. ``tools`` are the function
+        message, which is appended last; it is not stored (``ValueError`` while the newest
+        assistant message's tool calls await their results: the API refuses a user message
+        after them). ``tools`` are the function
         schemas the request will carry: their tokens count against the budget too, so
         the messages and the tools together fit it. By default the ``tools`` given to
         the constructor are counted, else memos' own (:meth:`tools`); pass ``tools=[]``
@@ -194,9 +196,12 @@ class Memory:
                         "(tools=mem.tools(names=['retrieve']) is about half of memos' three) or raise the budget",
                         tokens, reserve, self.settings.budget_tokens,
                         max(0, self.settings.budget_tokens - tokens - reserve))
+        self._assembler.query_cap = None
         query_msg, extra = self._assembler.query_message(query)
         self._assembler.asking = query_msg is not None
         rooms = self._compactor.page(extra, query, strict=True)
+        if self._assembler.query_cap is not None:
+            query_msg, _ = self._assembler.query_message(query)
         return self._assembler.build(query_msg, query, rooms)
 
     # -- the session's state -------------------------------------------------------

@@ -387,3 +387,15 @@ def test_an_in_memory_store_is_one_database_whatever_the_thread(caplog):
     with caplog.at_level(logging.ERROR):
         mem.close()
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.records
+
+
+def test_a_query_while_tool_calls_await_results_is_refused_clearly(make_memory):
+    # the prompt would end with a user message after unanswered calls, which the API refuses
+    mem = make_memory()
+    mem.add([user("Find flights to Lisbon."), tool_chain("f", 2)[0]])
+    with pytest.raises(ValueError, match=r"unanswered tool calls \['f-0', 'f-1'\].*add their tool results first"):
+        mem.context(query="And hotels?")
+    ctx = mem.context()  # without a query the prompt ends with the calls, for their results to follow
+    assert ctx[-1]["tool_calls"] and len(mem.history()) == 2
+    mem.add(tool_chain("f", 2)[1:])
+    assert mem.context(query="And hotels?")[-1] == {"role": "user", "content": "And hotels?"}

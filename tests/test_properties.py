@@ -14,6 +14,7 @@ import json
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -34,6 +35,8 @@ op = st.one_of(
     st.tuples(st.just("chain"), st.tuples(st.integers(1, 3), st.integers(0, 3), st.one_of(text, big_text),
                                           st.one_of(st.none(), big_text))),
     st.tuples(st.just("context"), st.sampled_from(["all", "retrieve", "none"])),
+    # a prompt for a question that is not logged (context(query=)), short or long
+    st.tuples(st.just("ask"), st.tuples(st.sampled_from(["all", "retrieve", "none"]), st.one_of(text, big_text))),
     st.tuples(st.just("image"), st.tuples(st.one_of(text, big_text), st.sampled_from(["low", "high", None]))),
 )
 
@@ -52,14 +55,20 @@ def memo_settings(draw):
 
 
 def check_context(mem: Memory, pinned_texts: list[str], in_flight_id: str | None, rules: list[str] = (),
-                  sent: str = "all") -> None:
+                  sent: str = "all", query: str | None = None) -> None:
     # the request carries memos' tools (all, or retrieve alone) when the budget can hold them, else
     # none, whatever add() counted (the constructor's tools): messages and tools together fit
     budget = mem.settings.budget_tokens
     tools = (mem.tools() if sent == "all" and budget >= 1200 else
              mem.tools(names=["retrieve"]) if sent != "none" and budget >= 800 else [])
-    ctx = mem.context(tools=tools)
+    if query is not None and in_flight_id is not None:  # a user message may not follow unanswered calls
+        with pytest.raises(ValueError, match="unanswered tool calls"):
+            mem.context(tools=tools, query=query)
+        query = None
+    ctx = mem.context(tools=tools, query=query)
     assert mem.counter.count_messages(ctx) + mem.counter.count_tools(tools) <= mem.settings.budget_tokens
+    if query is not None:  # the prompt ends with the question, whole or clipped head and tail
+        assert ctx[-1]["role"] == "user" and ctx[-1]["content"].startswith(query[:20]), ctx[-1]
     assert find_orphans(ctx) == []
     if mem.settings.system_messages == "one":  # the sessions here log no system message
         assert all(m["role"] != "system" for m in ctx[1:])
@@ -119,6 +128,9 @@ def test_paging_invariants_hold_for_random_sessions(ops, conf):
             for kind, arg in ops:
                 if kind == "context":
                     check_context(mem, pinned_texts, in_flight, rules, arg)
+                    continue
+                if kind == "ask":
+                    check_context(mem, pinned_texts, in_flight, rules, *arg)
                     continue
                 if kind == "pin":
                     logged = mem.history()

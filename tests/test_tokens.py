@@ -89,14 +89,15 @@ def test_the_newest_message_is_sent_whole_when_the_prompt_has_room_for_it(make_m
     ctx = mem.context()
     assert ctx[-1]["content"] == "Summarise this: " + report and mem.counter.count_message(ctx[-1]) > 738
     assert TokenCounter().count_messages(ctx) + mem.counter.count_tools(mem.tools()) <= 2048
-    # asked about as a query (not stored), the query is the newest message: the paste gives way
-    ctx = mem.context(query="Which region leads? " + report[:2000])
-    assert TokenCounter().count_messages(ctx) + mem.counter.count_tools(mem.tools()) <= 2048
     # once it is no longer the newest, the image gives way to the newer turns; the log keeps it
     mem.add([assistant("Region R0 leads."), user("Thanks. Which region grew most?")])
     ctx = mem.context()
     assert TokenCounter().count_messages(ctx) + mem.counter.count_tools(mem.tools()) <= 2048
     assert mem.history()[0].data == question
+    # asked about as a query (not stored), the query is the newest message and has that room
+    ctx = mem.context(query="Compare with last year's report: " + report)
+    assert ctx[-1]["content"] == "Compare with last year's report: " + report
+    assert TokenCounter().count_messages(ctx) + mem.counter.count_tools(mem.tools()) <= 2048
 
 
 def test_an_image_that_cannot_fit_is_named_in_the_text_and_kept_in_the_log(make_memory):
@@ -202,3 +203,7 @@ def test_the_newest_message_gives_way_to_what_may_not_leave_the_prompt(make_memo
     dump = json.dumps(ctx)
     assert "4417" in dump and "9am" in dump and ctx[-1]["role"] == "user"
     assert mem.counter.count_message(ctx[-1]) < mem.counter.count_message(mem.history()[-1].data)
+    # so is a long query, clipped to fit beside the paste (the newest unit, which may not leave)
+    ctx = mem.context(query="Which crate is in row 42? " + paste)
+    assert TokenCounter().count_messages(ctx) <= 500 and "4417" in json.dumps(ctx)
+    assert ctx[-1]["content"].startswith("Which crate is in row 42?") and ctx[-1]["content"] != "Which crate is in row 42? " + paste
