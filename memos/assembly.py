@@ -85,8 +85,9 @@ class ContextAssembler:
         self.archive_offered = True  # whether they include memos' archive (the pressure notice asks for it)
         # whether the prompt ends with a query (context(query=)), not the hot tier's newest unit
         self.asking = False
-        # the newest message whose unit the prompt could not hold whole: clipped to its share
-        self.narrowed: str | None = None
+        # the newest message whose unit the prompt could not hold whole, and the cap its
+        # messages are clipped to instead (their share, or less when even that did not fit)
+        self.narrowed: tuple[str, int] | None = None
         self.query_cap: int | None = None  # this prompt's query's, once it could not have the newest's room
         # what each cached pinned section shows: the fact ids, and the words of its lines
         self._pinned_shown: dict[tuple[Any, ...], tuple[frozenset[int], tuple[str, ...]]] = {}
@@ -250,20 +251,21 @@ class ContextAssembler:
     def render_unit(self, unit: Unit, names: dict[str, str]) -> list[tuple[dict[str, Any], int]]:
         size = len(unit.messages)
         hot = self.state.hot
-        newest = (not self.asking and bool(hot) and unit.messages[-1].id == hot[-1].id
-                  and hot[-1].id != self.narrowed)
-        cap = self.newest_cap(size) if newest else self.message_cap(size)
+        cap = self.message_cap(size)
+        if not self.asking and hot and unit.messages[-1].id == hot[-1].id:
+            narrowed = self.narrowed
+            cap = narrowed[1] if narrowed is not None and narrowed[0] == hot[-1].id else self.newest_cap(size)
         return [self.render(m, cap, names) for m in unit.messages]
 
     def unit_tokens(self, unit: Unit) -> int:
         return sum(t for _, t in self.render_unit(unit, tool_names([unit])))
 
     def narrow_newest(self, query: str | None = None, over: int = 0) -> bool:
-        """Clip the newest unit to its share of the hot tier, as older units are, when the
-        prompt cannot hold it whole beside what may not leave it (the units the last-resort
-        guards keep, explicit pins); whether that made it shorter. A query the prompt is for
-        is clipped to its share first, then by the ``over`` tokens the prompt still exceeds
-        the budget with (the newest unit of the hot tier may not leave either)."""
+        """Clip the newest unit (or the query the prompt is for, when it has one) to its share
+        of the hot tier, as older units are, when the prompt cannot hold it whole beside what
+        may not leave it (explicit pins, the line naming the rules left out of the pinned
+        section); then, while it still exceeds the budget by ``over`` tokens, by those
+        (at least 48 tokens a message stay). Whether that made it shorter."""
         if self.asking:
             if query is None:
                 return False
@@ -275,12 +277,16 @@ class ContextAssembler:
             self.query_cap = max(_MIN_CLIP_TOKENS, min(self.query_cap, before - over))
             return self.query_message(query)[1] < before
         hot = self.state.hot
-        if not hot or self.narrowed == hot[-1].id:
+        if not hot:
             return False
-        newest = group_units(hot)[-1]
-        before = self.unit_tokens(newest)
-        self.narrowed = hot[-1].id
-        return self.unit_tokens(newest) < before
+        newest, last = group_units(hot)[-1], hot[-1].id
+        shown = [t for _, t in self.render_unit(newest, tool_names([newest]))]
+        if self.narrowed is None or self.narrowed[0] != last:
+            self.narrowed = (last, self.message_cap(len(newest.messages)))
+            if self.unit_tokens(newest) < sum(shown):
+                return True
+        self.narrowed = (last, max(_MIN_CLIP_TOKENS, min(self.narrowed[1], max(shown)) - over))
+        return self.unit_tokens(newest) < sum(shown)
 
     def pinned_section(self, query: str | None = None, room: int | None = None) -> tuple[dict[str, Any] | None, int]:
         """The pinned section: every explicit pin (``pin()``) and the rules pinned

@@ -203,6 +203,13 @@ def test_the_newest_message_gives_way_to_what_may_not_leave_the_prompt(make_memo
     dump = json.dumps(ctx)
     assert "4417" in dump and "9am" in dump and ctx[-1]["role"] == "user"
     assert mem.counter.count_message(ctx[-1]) < mem.counter.count_message(mem.history()[-1].data)
+    # where a message's share is all that the budget leaves (a hot target near the whole), the
+    # newest is clipped to the room left (the user's pins hold in a new session too)
+    wide = make_memory(budget=500, settings=MemosSettings(budget_tokens=500, hot_target=0.95, hard_threshold=1.0,
+                                                           soft_threshold=0.9), session="s2")
+    wide.add([user("No red-eye flights, ever."), assistant("Noted."), user(paste)])
+    ctx = wide.context()
+    assert TokenCounter().count_messages(ctx) <= 500 and "4417" in json.dumps(ctx) and ctx[-1]["content"] != paste
     # so is a long query, clipped to fit beside the paste (the newest unit, which may not leave)
     ctx = mem.context(query="Which crate is in row 42? " + paste)
     assert TokenCounter().count_messages(ctx) <= 500 and "4417" in json.dumps(ctx)
