@@ -71,6 +71,16 @@ def _shared_out(sizes: Sequence[int], room: int) -> list[int]:
     return out
 
 
+
+def rest_notice(skipped: int) -> str:
+    """The pinned section's line telling the agent of the ``skipped`` rules past its cap."""
+    return f"+{skipped} more stated rule(s), kept as facts: shown when relevant, found by `retrieve`"
+
+
+# explicit pins leave room for that line at its longest (pin() reserves it), so the section
+# stays within its cap whatever automatic rules join it
+LONGEST_REST_NOTICE = rest_notice(10**6)
+
 class ContextAssembler:
     """Builds the prompt of one session from its state, facts and recall (see the module docs)."""
 
@@ -263,9 +273,8 @@ class ContextAssembler:
     def narrow_newest(self, query: str | None = None, over: int = 0) -> bool:
         """Clip the newest unit (or the query the prompt is for, when it has one) to its share
         of the hot tier, as older units are, when the prompt cannot hold it whole beside what
-        may not leave it (explicit pins, the line naming the rules left out of the pinned
-        section); then, while it still exceeds the budget by ``over`` tokens, by those
-        (at least 48 tokens a message stay). Whether that made it shorter."""
+        may not leave it (explicit pins, other units the guards keep); then, while it still
+        exceeds the budget by ``over`` tokens, by those (at least 48 tokens a message stay). Whether that made it shorter."""
         if self.asking:
             if query is None:
                 return False
@@ -347,8 +356,7 @@ class ContextAssembler:
         while True:  # the line telling the agent about the rest must fit too
             covered = [c for c in covered if c[0] < len(taken)]
             skipped = len(auto) - len(taken) - len(covered)
-            notice = [f"+{skipped} more stated rule(s), kept as facts: shown when relevant, found by `retrieve`"]
-            notice = notice if skipped else []
+            notice = [rest_notice(skipped)] if skipped else []
             msg = pinned_message(sorted(lines + [ln for ln, _ in taken], key=lambda ln: when.get(ln, 0.0)) + notice)
             out = (msg, self.counter.count_message(msg) if msg else 0)
             if not skipped or out[1] <= max(cap, used) or not taken:

@@ -37,7 +37,8 @@ class MemosSettings:
     summary_share: float = 0.15
     # Share the relevant (not pinned) facts may take.
     facts_share: float = 0.10
-    # Share of the whole budget the pinned section may take. Explicit pins (pin()) must fit in it;
+    # Share of the whole budget the pinned section may take. Explicit pins (pin()) must fit in it
+    # beside the line telling of automatic rules past it;
     # rules pinned automatically are ranked (relevance, recency) and those past it are shown
     # as facts when relevant.
     pinned_share: float = 0.15

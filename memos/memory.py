@@ -331,8 +331,9 @@ class Memory:
         instead of added twice).
 
         Explicit pins always appear; together they must fit the pinned section's cap
-        (``settings.pinned_share`` of the budget), else :class:`~memos.errors.PinLimitExceeded`
-        is raised here and nothing is pinned.
+        (``settings.pinned_share`` of the budget) with room left for the line that tells of
+        automatic rules past it, else :class:`~memos.errors.PinLimitExceeded` is raised here
+        and nothing is pinned.
         """
         return self._pins.pin(message_id, fact_id, text)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .assembly import ContextAssembler
+from .assembly import LONGEST_REST_NOTICE, ContextAssembler
 from .config import MemosSettings
 from .errors import PinLimitExceeded
 from .messages import clean_text
@@ -73,7 +73,7 @@ class Pins:
 
     def _check_room(self, line: str) -> None:
         explicit, _ = self.assembler.pinned_lines()
-        lines = [ln for ln, _ in explicit] + [line]
+        lines = [ln for ln, _ in explicit] + [line, LONGEST_REST_NOTICE]
         needed = self.counter.count_message(pinned_message(lines) or {})
         cap = self.settings.pinned_max_tokens
         if needed > cap:

@@ -134,6 +134,18 @@ def test_explicit_pins_over_the_cap_are_refused_at_pin_time(make_memory):
     assert result["status"] == "error" and "cap" in result["error"]
 
 
+def test_explicit_pins_at_the_cap_leave_room_for_the_line_telling_of_rules_past_it(make_memory):
+    mem = make_memory(budget=500)  # cap: 75 tokens
+    with pytest.raises(PinLimitExceeded):
+        for i in range(20):
+            mem.pin(text=f"Never book floor {i}.")
+    for rule in TEST_RULES["en"][:6]:  # automatic rules, none of which fits beside the pins
+        mem.add([user(rule), assistant("Noted.")])
+    pinned = next(m for m in mem.context() if PINNED_HEADER in str(m.get("content")))
+    assert "more stated rule(s), kept as facts" in pinned["content"]
+    assert mem.counter.count_message(pinned) <= mem.settings.pinned_max_tokens
+
+
 def test_pin_text_and_the_same_sentence_said_later_are_one_rule(make_memory):
     mem = make_memory(budget=2000)
     fact = mem.pin(text="Book economy class only.")

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from memos import Memory, MemosSettings, PinLimitExceeded
-from memos.paging.context import find_orphans
+from memos.paging.context import PINNED_HEADER, find_orphans
 
 WORDS = ["order", "ORD-4411", "hotel", "flight", "weather", "search", "result", "again", "details", "Lisbon", "price", "€45"]
 
@@ -72,6 +72,10 @@ def check_context(mem: Memory, pinned_texts: list[str], in_flight_id: str | None
     assert find_orphans(ctx) == []
     if mem.settings.system_messages == "one":  # the sessions here log no system message
         assert all(m["role"] != "system" for m in ctx[1:])
+    for m in ctx:  # the pinned section stays within its cap (alone, or merged with the other sections)
+        if PINNED_HEADER in str(m.get("content")):
+            section = PINNED_HEADER + str(m["content"]).split(PINNED_HEADER, 1)[1].split("\n\n[memory:", 1)[0]
+            assert mem.counter.count_message({"role": "system", "content": section}) <= mem.settings.pinned_max_tokens
     dump = json.dumps(ctx, ensure_ascii=False)
     for t in pinned_texts:  # explicit pins: always there
         assert json.dumps(t, ensure_ascii=False)[1:-1] in dump, t

@@ -5,7 +5,7 @@ import json
 import pytest
 from tokenizers import Tokenizer
 
-from memos import MemosSettings
+from memos import MemosSettings, PinLimitExceeded
 from memos.tokens import IMAGE_TOKENS, IMAGE_TOKENS_LOW, PER_MESSAGE, REPLY_PRIMING, TokenCounter
 from tests.conftest import EMBEDDING_DIR, assistant, needs_model, tool_chain, user
 
@@ -188,13 +188,13 @@ def test_a_models_own_tokenizer_json_counts_and_the_budget_holds_by_it(make_memo
 
 
 def test_the_newest_message_gives_way_to_what_may_not_leave_the_prompt(make_memory):
-    # explicit pins fill their cap, and the line naming the rules left out takes a little more: a
-    # long newest message that would fit beside a pinned section of the cap alone is clipped
-    # to its share instead of making context() fail
+    # explicit pins fill their cap (pin() refuses the next): a long newest message is clipped
+    # to what the budget leaves beside them, and context() does not fail
     mem = make_memory(budget=500)
-    for rule in ("Always quote prices in euros, never in dollars.", "Never book flights before 9am.",
-                 "Keep every hotel under 120 EUR a night.", "Only use the corporate card ending in 4417."):
-        mem.pin(text=rule)
+    with pytest.raises(PinLimitExceeded):
+        for rule in ("Only use the corporate card ending in 4417.", "Never book flights before 9am.",
+                     "Keep every hotel under 120 EUR a night.", "Always quote prices in euros, never in dollars."):
+            mem.pin(text=rule)
     paste = "Summarise this: " + " ".join(f"Row {i} holds crate C{i}." for i in range(90))
     mem.add([user("No red-eye flights, ever."), assistant("Noted."), user("I don't eat spicy food."), assistant("Noted."),
              user(paste)])
