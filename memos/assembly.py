@@ -71,7 +71,6 @@ def _shared_out(sizes: Sequence[int], room: int) -> list[int]:
     return out
 
 
-
 def rest_notice(skipped: int) -> str:
     """The pinned section's line telling the agent of the ``skipped`` rules past its cap."""
     return f"+{skipped} more stated rule(s), kept as facts: shown when relevant, found by `retrieve`"
@@ -80,6 +79,7 @@ def rest_notice(skipped: int) -> str:
 # explicit pins leave room for that line at its longest (pin() reserves it), so the section
 # stays within its cap whatever automatic rules join it
 LONGEST_REST_NOTICE = rest_notice(10**6)
+
 
 class ContextAssembler:
     """Builds the prompt of one session from its state, facts and recall (see the module docs)."""
@@ -274,7 +274,8 @@ class ContextAssembler:
         """Clip the newest unit (or the query the prompt is for, when it has one) to its share
         of the hot tier, as older units are, when the prompt cannot hold it whole beside what
         may not leave it (explicit pins, other units the guards keep); then, while it still
-        exceeds the budget by ``over`` tokens, by those (at least 48 tokens a message stay). Whether that made it shorter."""
+        exceeds the budget by ``over`` tokens, by those (at least 48 tokens a message stay).
+        Whether that made it shorter."""
         if self.asking:
             if query is None:
                 return False
