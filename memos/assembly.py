@@ -262,30 +262,39 @@ class ContextAssembler:
         size = len(unit.messages)
         hot = self.state.hot
         cap = self.message_cap(size)
-        if not self.asking and hot and unit.messages[-1].id == hot[-1].id:
+        if hot and unit.messages[-1].id == hot[-1].id:  # the newest unit (a query takes its room when asking)
             narrowed = self.narrowed
-            cap = narrowed[1] if narrowed is not None and narrowed[0] == hot[-1].id else self.newest_cap(size)
+            if narrowed is not None and narrowed[0] == hot[-1].id:
+                cap = min(cap, narrowed[1]) if self.asking else narrowed[1]
+            elif not self.asking:
+                cap = self.newest_cap(size)
         return [self.render(m, cap, names) for m in unit.messages]
 
     def unit_tokens(self, unit: Unit) -> int:
         return sum(t for _, t in self.render_unit(unit, tool_names([unit])))
 
     def narrow_newest(self, query: str | None = None, over: int = 0) -> bool:
-        """Clip the newest unit (or the query the prompt is for, when it has one) to its share
-        of the hot tier, as older units are, when the prompt cannot hold it whole beside what
-        may not leave it (explicit pins, other units the guards keep); then, while it still
-        exceeds the budget by ``over`` tokens, by those (at least 48 tokens a message stay).
-        Whether that made it shorter."""
-        if self.asking:
-            if query is None:
-                return False
-            before = self.query_message(query)[1]
-            if self.query_cap is None:
-                self.query_cap = self.message_cap(1)
-                if self.query_message(query)[1] < before:
-                    return True
-            self.query_cap = max(_MIN_CLIP_TOKENS, min(self.query_cap, before - over))
-            return self.query_message(query)[1] < before
+        """Clip the query the prompt is for, when it has one, else the newest unit, to its
+        share of the hot tier, as older units are, when the prompt cannot hold it whole beside
+        what may not leave it (explicit pins, other units the guards keep); then, while it
+        still exceeds the budget by ``over`` tokens, by those (at least 48 tokens a message
+        stay). A query that cannot be clipped further leaves the rest to the newest unit
+        (explicit pins set under a larger budget may fill most of a smaller one). Whether that
+        made the prompt shorter."""
+        if self.asking and query is not None and self._narrow_query(query, over):
+            return True
+        return self._narrow_unit(over)
+
+    def _narrow_query(self, query: str, over: int) -> bool:
+        before = self.query_message(query)[1]
+        if self.query_cap is None:
+            self.query_cap = self.message_cap(1)
+            if self.query_message(query)[1] < before:
+                return True
+        self.query_cap = max(_MIN_CLIP_TOKENS, min(self.query_cap, before - over))
+        return self.query_message(query)[1] < before
+
+    def _narrow_unit(self, over: int) -> bool:
         hot = self.state.hot
         if not hot:
             return False
