@@ -73,7 +73,9 @@ class Pins:
 
     def _check_room(self, line: str) -> None:
         explicit, _ = self.assembler.pinned_lines()
-        lines = [ln for ln, _ in explicit] + [line, LONGEST_REST_NOTICE]
+        # a pinned message still hot joins the section when it is demoted: it counts now
+        hot = [f"({m.role}, #{m.seq}) {render_text(m.data)}" for m in self.state.hot if m.pinned]
+        lines = [ln for ln, _ in explicit] + hot + [line, LONGEST_REST_NOTICE]
         needed = self.counter.count_message(pinned_message(lines) or {})
         cap = self.settings.pinned_max_tokens
         if needed > cap:

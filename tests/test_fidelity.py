@@ -146,6 +146,23 @@ def test_explicit_pins_at_the_cap_leave_room_for_the_line_telling_of_rules_past_
     assert mem.counter.count_message(pinned) <= mem.settings.pinned_max_tokens
 
 
+def test_a_pinned_message_still_hot_counts_toward_the_cap(make_memory):
+    mem = make_memory(budget=500)  # cap: 75 tokens
+    mem.add([user("The Lisbon hotel booking reference is BK-77812, keep it."), assistant("Noted: BK-77812, Lisbon.")])
+    first, second = (m.id for m in mem.history())
+    mem.pin(first)
+    with pytest.raises(PinLimitExceeded):  # both would not fit once demoted
+        mem.pin(second)
+    for rule in TEST_RULES["en"][:6]:
+        mem.add([user(rule), assistant("Noted.")])
+    for text in FILLER * 4:
+        mem.add([user(text), assistant("Sure, here is what I found for that.")])
+    assert first not in {m.id for m in mem.hot()}  # demoted, shown in the pinned section
+    pinned = next(m for m in mem.context() if PINNED_HEADER in str(m.get("content")))
+    assert "BK-77812" in pinned["content"]
+    assert mem.counter.count_message(pinned) <= mem.settings.pinned_max_tokens
+
+
 def test_pin_text_and_the_same_sentence_said_later_are_one_rule(make_memory):
     mem = make_memory(budget=2000)
     fact = mem.pin(text="Book economy class only.")

@@ -113,8 +113,10 @@ def test_an_image_that_cannot_fit_is_named_in_the_text_and_kept_in_the_log(make_
 
 def test_a_short_question_beside_an_image_that_cannot_fit_is_sent_whole(make_memory):
     # a message of a unit gets the least room it can (48 tokens) when memos' own tool schemas
-    # are counted; the note on the image left out gives way before the user's words do
-    mem = make_memory(settings=MemosSettings(budget_tokens=500, hard_threshold=1.0, hot_target=0.1), tools=None)
+    # are counted; the note on the image left out gives way before the user's words do (the
+    # pinned section's cap holds both pinned messages)
+    mem = make_memory(settings=MemosSettings(budget_tokens=500, hard_threshold=1.0, hot_target=0.1, pinned_share=0.2),
+                      tools=None)
     mem.add(user("I never fly before 9am."))
     mem.pin(mem.history()[0].id)
     mem.context(tools=[])
