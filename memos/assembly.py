@@ -76,6 +76,11 @@ def rest_notice(skipped: int) -> str:
     return f"+{skipped} more stated rule(s), kept as facts: shown when relevant, found by `retrieve`"
 
 
+def pinned_message_line(m: Message, body: str | None = None) -> str:
+    """The pinned section's line for message ``m`` (its text, or ``body`` when shown otherwise)."""
+    return f"({m.role}, #{m.seq}) {render_text(m.data) if body is None else body}"
+
+
 # explicit pins leave room for that line at its longest (pin() reserves it), so the section
 # stays within its cap whatever automatic rules join it
 LONGEST_REST_NOTICE = rest_notice(10**6)
@@ -426,7 +431,7 @@ class ContextAssembler:
             seen.add(body.lower())
             if self.counter.count(body) > cap:
                 body = self.counter.clip(body, cap, f" … [clipped; message {m.id}] … ")
-            return body, f"({m.role}, #{m.seq}) {body}"
+            return body, pinned_message_line(m, body)
 
         for m in self.state.pinned:
             if m.pinned and (got := message_line(m)) is not None:

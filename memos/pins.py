@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .assembly import LONGEST_REST_NOTICE, ContextAssembler
+from .assembly import LONGEST_REST_NOTICE, ContextAssembler, pinned_message_line
 from .config import MemosSettings
 from .errors import PinLimitExceeded
 from .messages import clean_text
@@ -17,7 +17,6 @@ from .paging.context import pinned_message
 from .state import SessionState
 from .store import Store
 from .tiers.cold import ColdTier, Fact, FactCandidate, fact_key
-from .tiers.hot import render_text
 from .tokens import TokenCounter
 
 __all__ = ["Pins"]
@@ -44,7 +43,7 @@ class Pins:
                 raise ValueError(f"no message with id {message_id!r} in session {self.state.namespace!r}")
             m = found[0]
             if not m.pinned:
-                self._check_room(f"({m.role}, #{m.seq}) {render_text(m.data)}")
+                self._check_room(pinned_message_line(m))
             self._set(str(message_id), True)
             return None
         if target == "fact_id":
@@ -74,7 +73,7 @@ class Pins:
     def _check_room(self, line: str) -> None:
         explicit, _ = self.assembler.pinned_lines()
         # a pinned message still hot joins the section when it is demoted: it counts now
-        hot = [f"({m.role}, #{m.seq}) {render_text(m.data)}" for m in self.state.hot if m.pinned]
+        hot = [pinned_message_line(m) for m in self.state.hot if m.pinned]
         lines = [ln for ln, _ in explicit] + hot + [line, LONGEST_REST_NOTICE]
         needed = self.counter.count_message(pinned_message(lines) or {})
         cap = self.settings.pinned_max_tokens
