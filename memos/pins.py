@@ -78,7 +78,10 @@ class Pins:
         needed = self.counter.count_message(pinned_message(lines) or {})
         cap = self.settings.pinned_max_tokens
         if needed > cap:
-            raise PinLimitExceeded(needed, cap, f"{len(explicit)} explicit pin(s) already")
+            held = f"{len(explicit)} explicit pin(s) already"
+            if hot:
+                held += f", and {len(hot)} pinned message(s) still among the recent ones, which join them when demoted"
+            raise PinLimitExceeded(needed, cap, held)
 
     def _set(self, message_id: str, pinned: bool) -> None:
         s, ns = self.state, self.state.namespace

@@ -151,7 +151,8 @@ def test_a_pinned_message_still_hot_counts_toward_the_cap(make_memory):
     mem.add([user("The Lisbon hotel booking reference is BK-77812, keep it."), assistant("Noted: BK-77812, Lisbon.")])
     first, second = (m.id for m in mem.history())
     mem.pin(first)
-    with pytest.raises(PinLimitExceeded):  # both would not fit once demoted
+    with pytest.raises(PinLimitExceeded, match=r"0 explicit pin\(s\) already, and 1 pinned message\(s\) still among the "
+                       r"recent ones"):  # both would not fit once demoted
         mem.pin(second)
     for rule in TEST_RULES["en"][:6]:
         mem.add([user(rule), assistant("Noted.")])
