@@ -328,14 +328,15 @@ def load_embedder(model_dir: str | Path | None = None) -> Embedder | None:
     ``all-MiniLM-L6-v2``), an :class:`OnnxEmbedder` for that folder
     (``MEMOS_EMBEDDING_MODEL_DIR``, else Chroma's cache); with ``MEMOS_EMBEDDING_MODEL`` set to
     ``multilingual-e5-small``, an :class:`E5Embedder`."""
-    wanted = "" if model_dir else os.environ.get("MEMOS_EMBEDDING_MODEL", "").strip().lower()
+    named = "" if model_dir else os.environ.get("MEMOS_EMBEDDING_MODEL", "").strip()
+    wanted = named.lower()
     if wanted == E5_MODEL:
         return _cached(E5_MODEL, E5Embedder, lambda exc: f"the embedding model {E5_MODEL} could not be loaded ({exc})")
     if wanted and wanted != DEFAULT_MODEL.lower():
         def unknown() -> Embedder:
-            raise ValueError(f"MEMOS_EMBEDDING_MODEL must be {DEFAULT_MODEL!r} or {E5_MODEL!r}, got {wanted!r}")
+            raise ValueError(f"MEMOS_EMBEDDING_MODEL must be {DEFAULT_MODEL!r} or {E5_MODEL!r}, got {named!r}")
 
-        return _cached(f"<{wanted}>", unknown, str)
+        return _cached(f"<{named}>", unknown, str)
     configured = model_dir or os.environ.get("MEMOS_EMBEDDING_MODEL_DIR")
 
     def failed(exc: Exception) -> str:

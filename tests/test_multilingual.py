@@ -60,7 +60,7 @@ def test_memory_finds_by_meaning_in_chinese_what_keywords_cannot(make_memory, mo
 
 
 def test_an_unknown_model_name_is_said_once_and_search_runs_by_keywords(monkeypatch, caplog, tmp_path):
-    monkeypatch.setenv("MEMOS_EMBEDDING_MODEL", "multilingual-e5-large")
+    monkeypatch.setenv("MEMOS_EMBEDDING_MODEL", "Multilingual-E5-Large")
     with caplog.at_level(logging.WARNING, logger="memos"):
         assert load_embedder() is None
         with Memory("k", store=tmp_path / "k.db", tools=[]) as mem:
@@ -69,7 +69,7 @@ def test_an_unknown_model_name_is_said_once_and_search_runs_by_keywords(monkeypa
             hits = mem.retrieve("INV-7781", 3)
     assert hits and hits[0].found_by == ("keyword",)
     said = [r.getMessage() for r in caplog.records if "MEMOS_EMBEDDING_MODEL must be" in r.getMessage()]
-    assert len(said) == 1 and "'multilingual-e5-large'" in said[0] and E5_MODEL in said[0]
+    assert len(said) == 1 and "'Multilingual-E5-Large'" in said[0] and E5_MODEL in said[0]
 
 
 def test_without_the_package_the_error_names_the_extra(monkeypatch):
