@@ -127,6 +127,7 @@ class Memory:
         self._pins, self._archiver, self._compactor, self._tools = parts.pins, parts.archiver, parts.compactor, parts.tools
         self._budget_recorded = False
         self._crowding_told = False
+        self._pins_told = False  # whether explicit pins over this session's cap were logged
         self.store.attach(self)
 
     # -- messages and the prompt ---------------------------------------------------
@@ -179,7 +180,8 @@ class Memory:
         carries beyond these (an agent framework's own instructions, say). The
         memory-pressure notice, which asks the model to call ``archive``, is shown only
         when the tools include memos' ``archive``. When the tools and ``reserve`` take over
-        half the budget, one warning is logged (logger ``memos.budget``).
+        half the budget, one warning is logged (logger ``memos.budget``), as it is when the
+        user's explicit pins, set under a larger budget, exceed this session's pinned cap.
         Raises :class:`~memos.errors.BudgetExceeded` when content that may not be evicted
         (system messages, explicit pins, the newest units, the tool schemas) does not fit;
         rules pinned automatically never cause it.
@@ -196,6 +198,14 @@ class Memory:
                         "(tools=mem.tools(names=['retrieve']) is about half of memos' three) or raise the budget",
                         tokens, reserve, self.settings.budget_tokens,
                         max(0, self.settings.budget_tokens - tokens - reserve))
+        if not self._pins_told:
+            self._pins_told = True
+            if (over := self._pins.over_cap()) is not None:
+                log.warning("the user's %d explicit pin(s) take %d tokens, over this session's pinned cap of %d "
+                            "(pinned_share %.2f of the %d-token budget; they were set under a larger one): every "
+                            "prompt keeps them all, and the conversation gets less room; unpin some "
+                            "(mem.unpin(fact_id=...)) or raise the budget", over[0], over[1], over[2],
+                            self.settings.pinned_share, self.settings.budget_tokens)
         self._assembler.query_cap = None
         query_msg, extra = self._assembler.query_message(query)
         self._assembler.asking = query_msg is not None

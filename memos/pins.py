@@ -70,17 +70,30 @@ class Pins:
         else:
             self.cold.set_pinned(int(fact_id), False)  # type: ignore[arg-type]
 
-    def _check_room(self, line: str) -> None:
+    def over_cap(self) -> tuple[int, int, int] | None:
+        """``(pins, tokens, cap)`` when the explicit pins (with the pinned messages still
+        hot) take more than the pinned section's cap, else ``None``: pins set in a session
+        with a larger budget, or a larger ``pinned_share``, are the user's in this one too."""
+        pins, _, needed = self._measure([])
+        cap = self.settings.pinned_max_tokens
+        return (pins, needed, cap) if needed > cap else None
+
+    def _measure(self, extra: list[str]) -> tuple[int, int, int]:
+        """The explicit pins, the pinned messages still hot (which join the section when
+        demoted: they count now), and the tokens of a section holding them, ``extra`` and the
+        longest line telling of automatic rules past the cap."""
         explicit, _ = self.assembler.pinned_lines()
-        # a pinned message still hot joins the section when it is demoted: it counts now
         hot = [pinned_message_line(m) for m in self.state.hot if m.pinned]
-        lines = [ln for ln, _ in explicit] + hot + [line, LONGEST_REST_NOTICE]
-        needed = self.counter.count_message(pinned_message(lines) or {})
+        lines = [ln for ln, _ in explicit] + hot + extra + [LONGEST_REST_NOTICE]
+        return len(explicit), len(hot), self.counter.count_message(pinned_message(lines) or {})
+
+    def _check_room(self, line: str) -> None:
+        pins, hot, needed = self._measure([line])
         cap = self.settings.pinned_max_tokens
         if needed > cap:
-            held = f"{len(explicit)} explicit pin(s) already"
+            held = f"{pins} explicit pin(s) already"
             if hot:
-                held += f", and {len(hot)} pinned message(s) still among the recent ones, which join them when demoted"
+                held += f", and {hot} pinned message(s) still among the recent ones, which join them when demoted"
             raise PinLimitExceeded(needed, cap, held)
 
     def _set(self, message_id: str, pinned: bool) -> None:

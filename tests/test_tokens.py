@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 from tokenizers import Tokenizer
@@ -189,25 +190,33 @@ def test_a_models_own_tokenizer_json_counts_and_the_budget_holds_by_it(make_memo
     assert MemosSettings.from_env(environ={"MEMOS_TOKENIZER": path}).tokenizer == path
 
 
-def test_pins_set_under_a_larger_budget_leave_a_smaller_one_a_prompt(make_memory):
+def test_pins_set_under_a_larger_budget_leave_a_smaller_one_a_prompt(make_memory, caplog):
     # explicit pins are the user's in every session: set under 4,096 tokens, they fill half of a
     # session at 1,200, where a long paste, and a long question about it, are clipped to the
-    # room left instead of making context() fail
+    # room left instead of making context() fail; a warning says so, once a session
     first = make_memory(budget=4096, user="ana")
     with pytest.raises(PinLimitExceeded):
         for i in range(200):
             first.pin(text=f"Rule {i}: never book anything on floor {i} of any hotel; number every receipt R-{i:04d}.")
     pins = [f.value for f in first.facts() if f.origin == "explicit"]
+    with caplog.at_level(logging.WARNING, logger="memos.budget"):
+        first.context()
+    assert not [r for r in caplog.records if "explicit pin" in r.getMessage()]  # they fill its cap, no more
     paste = "Summarise this: " + " ".join(f"Row {i} holds crate C{i}." for i in range(400))
     question = "Which crate is in row 42? " + paste
     for budget in (2048, 1200):
         mem = make_memory(budget=budget, user="ana", session=f"s{budget}")
         mem.add([user("No red-eye flights, ever."), assistant("Noted."), user(paste)])
-        for query in (None, question):
-            ctx = mem.context(query=query)
-            assert TokenCounter().count_messages(ctx) <= budget
-            assert all(p in json.dumps(ctx) for p in pins)
-            assert ctx[-1]["role"] == "user" and ctx[-1]["content"].startswith((query or paste)[:25])
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="memos.budget"):
+            for query in (None, question):
+                ctx = mem.context(query=query)
+                assert TokenCounter().count_messages(ctx) <= budget
+                assert all(p in json.dumps(ctx) for p in pins)
+                assert ctx[-1]["role"] == "user" and ctx[-1]["content"].startswith((query or paste)[:25])
+        told = [r.getMessage() for r in caplog.records if "explicit pin" in r.getMessage()]
+        assert len(told) == 1 and f"the user's {len(pins)} explicit pin(s)" in told[0]
+        assert f"pinned cap of {int(budget * 0.15)}" in told[0], told
 
 
 def test_the_newest_message_gives_way_to_what_may_not_leave_the_prompt(make_memory):
