@@ -202,7 +202,7 @@ class Memory:
             self._pins_told = True
             if (over := self._pins.over_cap()) is not None:
                 log.warning("the user's %d explicit pin(s) take %d tokens, over this session's pinned cap of %d "
-                            "(pinned_share %.2f of the %d-token budget; they were set under a larger one): every "
+                            "(pinned_share %.2f of the %d-token budget; set where either was larger): every "
                             "prompt keeps them all, and the conversation gets less room; unpin some "
                             "(mem.unpin(fact_id=...)) or raise the budget", over[0], over[1], over[2],
                             self.settings.pinned_share, self.settings.budget_tokens)
