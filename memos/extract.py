@@ -37,6 +37,7 @@ from .text.revocations import RevocationClassifier, default_revocation_classifie
 from .text.rules import _CJK, RuleDetector, RuleJudgement, default_detector, has_words, judge_each_text
 from .text.sentences import headings, in_context, list_item, split_clauses, split_sentences, without_code
 from .tiers.cold import Fact, FactCandidate, Invalidation, fact_key
+from .tokens import default_counter
 
 _Sourced = TypeVar("_Sourced", FactCandidate, Invalidation)
 
@@ -56,7 +57,10 @@ _ZH_ADDRESS = re.compile(r"[\u4e00-\u9fff]{2,30}(?:路|街|大道|巷)\d+号(?:[
 # Tastes ("I love hiking") are kept as unpinned preferences, found when relevant; rules the
 # user sets are found by the rule classifier (memos.text.rules) and pinned.
 _CLAUSE_END = re.compile(r"[，,、；;]|\s(?=\D)")  # where a contact value said in Chinese ends
-_WHOLE_PREFERENCE_CHARS = 320
+# A message of up to three sentences that states a rule is kept whole up to this many tokens
+# (counted, not read off its length: 80 tokens are about 320 characters of English, 65 of
+# Chinese, and a pinned line costs its tokens in every prompt).
+_WHOLE_RULE_TOKENS = 80
 _SOFT_PREFERENCE = re.compile(
     r"\b(?:i (?:really )?(?:like|love|enjoy|hate|adore)|my favou?rite)\b|我(?:很|最|比较)?(?:喜欢|爱)",
     re.IGNORECASE,
@@ -157,8 +161,6 @@ class RuleExtractor:
         text = m.text
         said = without_code(text)  # a pasted code block states no rule, correction or attribute
         sentences = split_sentences(said)
-        # A short message that states a rule is kept whole: the reason given with it matters.
-        whole = " ".join(said.split()) if len(sentences) <= 3 and len(said) <= _WHOLE_PREFERENCE_CHARS else None
         # a list item is judged, and kept, with its heading ("My travel rules: never Ryanair"),
         # and a heading by itself states nothing
         heads = headings(sentences)
@@ -166,6 +168,10 @@ class RuleExtractor:
         leading = set(filter(None, heads))
         detector = self.detector or default_detector()
         judged = detector.judge(texts) if m.role == "user" and sentences else []
+        # A short message that states a rule is kept whole: the reason given with it matters.
+        whole = " ".join(said.split()) if len(sentences) <= 3 and any(j.is_rule for j in judged) else None
+        if whole is not None and default_counter().count(whole) > _WHOLE_RULE_TOKENS:
+            whole = None
         items = [i for i, head in enumerate(heads) if head is not None] if judged else []
         if items:  # an item is judged as a message of its own, with its heading and alone
             read = judge_each_text(detector, [texts[i] for i in items] + [list_item(sentences[i]) for i in items])

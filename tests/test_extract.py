@@ -160,6 +160,21 @@ def test_more_ways_of_stating_a_preference_are_pinned_whole(text):
     assert rules[0].value == text  # a short message is kept whole, with the reason that came with it
 
 
+def test_a_short_message_is_kept_whole_up_to_a_count_of_tokens_in_any_language():
+    from memos.tokens import default_counter
+
+    english = ("I'm allergic to peanuts, even a trace gives me hives. So skip any dish with peanuts in it. "
+               "The Thai place last time had them in the salad.")
+    chinese = "我对花生严重过敏，吃一点点就会起疹子。以后帮我订餐都别选有花生的菜，包括花生酱和花生油做的。上次那家泰国菜馆的沙拉里就有，害我去了趟医院。"
+    # the same three sentences: the Chinese has half the characters and three times the tokens
+    assert len(chinese) < len(english) and default_counter().count(chinese) > 80 >= default_counter().count(english)
+    rules = [c for c in extract(user(english)).candidates if c.kind in ("preference", "constraint")]
+    assert rules and all(c.value == english for c in rules)
+    rules = [c for c in extract(user(chinese)).candidates if c.kind in ("preference", "constraint")]
+    # each rule is pinned as its sentence; the story after them is not pinned at all
+    assert {c.value for c in rules} == {"我对花生严重过敏，吃一点点就会起疹子。", "以后帮我订餐都别选有花生的菜，包括花生酱和花生油做的。"}
+
+
 @pytest.mark.parametrize("text", ["Do you only wear black?", "Make this grammatically correct: I like your watch."])
 def test_questions_and_tastes_are_not_pinned(text):
     found = judged_by_ngrams(user(text))
