@@ -166,7 +166,7 @@ def test_a_short_message_is_kept_whole_up_to_a_count_of_tokens_in_any_language()
     english = ("I'm allergic to peanuts, even a trace gives me hives. So skip any dish with peanuts in it. "
                "The Thai place last time had them in the salad.")
     chinese = "我对花生严重过敏，吃一点点就会起疹子。以后帮我订餐都别选有花生的菜，包括花生酱和花生油做的。上次那家泰国菜馆的沙拉里就有，害我去了趟医院。"
-    # the same three sentences: the Chinese has half the characters and three times the tokens
+    # the same three sentences: the Chinese has half the characters and nearly three times the tokens
     assert len(chinese) < len(english) and default_counter().count(chinese) > 80 >= default_counter().count(english)
     rules = [c for c in extract(user(english)).candidates if c.kind in ("preference", "constraint")]
     assert rules and all(c.value == english for c in rules)
