@@ -57,9 +57,9 @@ _ZH_ADDRESS = re.compile(r"[\u4e00-\u9fff]{2,30}(?:路|街|大道|巷)\d+号(?:[
 # Tastes ("I love hiking") are kept as unpinned preferences, found when relevant; rules the
 # user sets are found by the rule classifier (memos.text.rules) and pinned.
 _CLAUSE_END = re.compile(r"[，,、；;]|\s(?=\D)")  # where a contact value said in Chinese ends
-# A message of up to three sentences that states a rule is kept whole up to this many tokens
-# (counted, not read off its length: 80 tokens are about 320 characters of English, 65 of
-# Chinese, and a pinned line costs its tokens in every prompt).
+# the most tokens of a rule's message kept whole (counted, not read off its length: 80 tokens
+# are about 320 characters of English and 65 of Chinese, and a pinned line costs its tokens in
+# every prompt)
 _WHOLE_RULE_TOKENS = 80
 _SOFT_PREFERENCE = re.compile(
     r"\b(?:i (?:really )?(?:like|love|enjoy|hate|adore)|my favou?rite)\b|我(?:很|最|比较)?(?:喜欢|爱)",

@@ -10,6 +10,7 @@ from memos.extract import ADDRESS, RuleExtractor, identifier_facts, message_sour
 from memos.messages import Message
 from memos.text.revocations import RevocationClassifier
 from memos.text.rules import RuleClassifier, default_classifier
+from memos.tokens import default_counter
 from tests.conftest import assistant, tool_chain, user
 
 
@@ -161,8 +162,6 @@ def test_more_ways_of_stating_a_preference_are_pinned_whole(text):
 
 
 def test_a_short_message_is_kept_whole_up_to_a_count_of_tokens_in_any_language():
-    from memos.tokens import default_counter
-
     english = ("I'm allergic to peanuts, even a trace gives me hives. So skip any dish with peanuts in it. "
                "The Thai place last time had them in the salad.")
     chinese = "我对花生严重过敏，吃一点点就会起疹子。以后帮我订餐都别选有花生的菜，包括花生酱和花生油做的。上次那家泰国菜馆的沙拉里就有，害我去了趟医院。"
