@@ -13,7 +13,9 @@ threshold that keeps the language's cross-validated recall at ``CV_RECALL``), th
 ``evaluate`` measures the shipped weights, per language: precision and recall on the train
 split, on the held-back *test* split, on the *holdout* split (the sentences written last,
 never used to fit or choose anything), on whole chatty messages (``messages.tsv``: a rule
-among greetings, requests and thanks, or none), and on sentences drawn from the benchmark data in
+among greetings, requests and thanks, or none), on the Chinese test, holdout and message sets as a
+user in Taiwan writes them (``zh-tw``: OpenCC's s2twp, Traditional characters and Taiwan's words),
+and on sentences drawn from the benchmark data in
 ``../shared/data`` (PrefEval's explicit preferences as positives; LoCoMo turns and MemDaily
 messages that share cue words with rules, labelled by hand), referenced by file and index in
 ``tests/data/rules/benchmark_refs.tsv`` and read at run time (their licences do not allow
@@ -34,6 +36,8 @@ import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+import opencc
 
 from memos.cli_bench import write_results
 from memos.text import rules_minilm
@@ -139,6 +143,13 @@ def evaluate(detector: RuleDetector | None = None, *, data: Path = SHARED_DATA) 
     for lang in ("en", "zh"):
         rows = [r for r in load_corpus(MESSAGES) if r["lang"] == lang]
         results[f"messages/{lang}"] = _rates([r["label"] != "none" for r in rows], [judge(r["text"]) for r in rows])
+    # the Chinese sets as a user in Taiwan writes them: Traditional characters, and Taiwan's words
+    # where they differ ("软件" is "軟體"), by OpenCC's s2twp table
+    taiwan = opencc.OpenCC("s2twp")
+    for split, rows in (("test", [r for r in corpus if r["split"] == "test"]),
+                        ("holdout", [r for r in corpus if r["split"] == "holdout"]), ("messages", load_corpus(MESSAGES))):
+        rows = [r for r in rows if r["lang"] == "zh"]
+        results[f"{split}/zh-tw"] = _rates([r["label"] != "none" for r in rows], [judge(taiwan.convert(r["text"])) for r in rows])
     bench = load_benchmark_sentences(data)
     for src in ("prefeval", "locomo", "memdaily"):
         rows = [r for r in bench if r["source"] == src]

@@ -35,6 +35,7 @@ from .text.corrections import CorrectionClassifier, default_correction_classifie
 from .text.replacements import no_change_reason
 from .text.revocations import RevocationClassifier, default_revocation_classifier
 from .text.rules import _CJK, RuleDetector, RuleJudgement, default_detector, has_words, judge_each_text
+from .text.script import simplified
 from .text.sentences import headings, in_context, list_item, split_clauses, split_sentences, without_code
 from .tiers.cold import Fact, FactCandidate, Invalidation, fact_key
 from .tokens import default_counter
@@ -204,7 +205,7 @@ class RuleExtractor:
                 body = " ".join(texts[i].split())
                 cands.append(FactCandidate("constraint", fact_key("constraint", body), body, src, m.seq, pinned=True,
                                            origin="classifier", revises=True))
-            if rule is None and _SOFT_PREFERENCE.search(sentence) and not sentence.endswith(("?", "？")):
+            if rule is None and _SOFT_PREFERENCE.search(simplified(sentence)) and not sentence.endswith(("?", "？")):
                 cands.append(FactCandidate("preference", fact_key("preference", sentence), sentence, src, m.seq,
                                            origin=self.name))
             fixed = dict(corrections.corrections(sentences, i)) if m.role == "user" else {}
@@ -252,7 +253,7 @@ class RuleExtractor:
     def _assistant(self, m: Message, src: tuple[str, ...], cands: list[FactCandidate]) -> None:
         text = m.text
         for sentence in split_sentences(text):
-            if DECISION.search(sentence) and (find_identifiers(sentence) or _FIRM_DECISION.search(sentence)):
+            if DECISION.search(simplified(sentence)) and (find_identifiers(sentence) or _FIRM_DECISION.search(sentence)):
                 cands.append(FactCandidate("decision", fact_key("decision", sentence), sentence, src, m.seq, confidence=0.7))
         self._identifiers(text, src, m.seq, cands)
 

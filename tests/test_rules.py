@@ -7,6 +7,7 @@ import math
 import re
 from pathlib import Path
 
+import opencc
 import pytest
 
 from benchmarks.rules import MESSAGES, evaluate, load_benchmark_sentences, load_corpus
@@ -17,11 +18,13 @@ from memos.text.rules import (
     default_detector,
     features,
     has_words,
+    in_a_language_read,
     load_model,
     named_subject,
     unquoted,
 )
 from memos.text.rules_minilm import MiniLMRuleClassifier
+from memos.text.script import simplified
 from memos.text.sentences import split_sentences
 from tests.conftest import EMBEDDING_DIR, HAVE_MODEL, needs_data, needs_model
 
@@ -54,7 +57,8 @@ def test_the_chatty_messages_are_whole_messages_in_both_languages():
 def test_recorded_results_are_those_of_the_shipped_weights(tmp_path):
     recorded = json.loads(RESULTS.read_text())
     now = evaluate(default_classifier(), data=tmp_path / "absent")["results"]
-    for name in ("train/en", "train/zh", "test/en", "test/zh", "holdout/en", "holdout/zh", "messages/en", "messages/zh"):
+    for name in ("train/en", "train/zh", "test/en", "test/zh", "holdout/en", "holdout/zh", "messages/en", "messages/zh",
+                 "test/zh-tw", "holdout/zh-tw", "messages/zh-tw"):
         assert recorded["results"][name] == now[name], name
 
 
@@ -653,3 +657,34 @@ def test_a_list_item_keeps_its_number_and_is_read_with_its_heading():
     for text in ("**Requirements:**\n- no global state", "## Requirements\n1. no global state"):  # Markdown
         sentences = split_sentences(text)
         assert in_context(sentences[1], headings(sentences)[1]) == "Requirements: no global state"
+
+
+def test_traditional_chinese_is_judged_as_its_simplified_form():
+    chinese = [r for r in load_corpus() if r["lang"] == "zh"]
+    # Simplified text is read as it is: every Chinese sentence the weights were fitted and measured on
+    assert all(simplified(r["text"]) == r["text"] for r in chinese)
+    assert simplified("以後訂機票一律訂經濟艙。") == "以后订机票一律订经济舱。"
+    assert simplified("Book economy class only.") == "Book economy class only."
+    clf = default_classifier()
+    traditional = opencc.OpenCC("s2t")
+    test = [r["text"] for r in chinese if r["split"] == "test"]
+    pairs = [(t, traditional.convert(t)) for t in test]
+    assert sum(s != t for s, t in pairs) > 0.9 * len(pairs)  # most sentences have a character that differs
+    same = [(s, t) for s, t in pairs if simplified(t) == s]
+    assert len(same) > 0.98 * len(pairs)
+    assert all(clf.score(t) == clf.score(s) for s, t in same)
+    assert named_subject("陳麗華喜歡健身。") and named_subject("陈丽华喜欢健身。")  # someone else's, in either script
+
+
+@pytest.mark.parametrize("sentence", ["週末に京都へ行く予定です。", "豚肉は食べません。", "앞으로는 항상 존댓말로 대답해 주세요.",
+                                      "Впредь всегда отвечай по-русски.", "من الآن فصاعدا أجبني بالعربية دائما."])
+def test_a_sentence_in_a_language_the_models_do_not_know_states_no_rule(sentence):
+    # scored by the Chinese or the English model, its score was noise: the first took 0.47 (a rule at 0.38)
+    assert not in_a_language_read(sentence)
+    assert default_detector().judge([sentence])[0].score == 0.0 and not default_classifier().rules(sentence)
+
+
+def test_chinese_with_a_brand_in_katakana_and_english_with_accents_are_still_read():
+    for sentence in ["我只买ユニクロ的衣服。", "以后订酒店一律不要超过800块。", "Always book me a table at Café Müller.", "Book economy class only."]:
+        assert in_a_language_read(sentence), sentence
+    assert default_classifier().rules("我只买ユニクロ的衣服。")

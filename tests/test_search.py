@@ -40,6 +40,22 @@ def test_chinese_facts_and_archive_are_found_by_a_two_character_word(store):
     other.close()
 
 
+def test_a_note_in_one_chinese_script_is_found_by_a_query_in_the_other(store):
+    # a user in Taiwan writes Traditional characters; a model often calls retrieve in Simplified ones
+    mem = Memory("s", user="mei", store=store, budget=2048, tools=[])
+    for i in range(20):
+        mem.archive(f"第{i}次散步的时候天气不错，公园里人很多。")
+    mem.archive("我的護照放在書房的抽屜裡。")
+    mem.archive("备用钥匙在门口的花盆下面。")
+    mem.add(user("我的預算不超過五百元。"))
+    for query, said in [("护照", "護照"), ("護照", "護照"), ("鑰匙", "备用钥匙"), ("抽屉", "護照")]:
+        hits = mem.archival.search(query, 3, mode="keyword")
+        assert hits and said in hits[0].text, (query, [h.text for h in hits])
+    assert any("預算" in f.value for f in mem.facts(query="预算"))
+    assert not mem.archival.search("签证", 3, mode="keyword")  # a word in neither script matches nothing
+    mem.close()
+
+
 def test_an_id_typed_full_width_or_with_another_hyphen_is_found_as_typed_in_ascii(store):
     # a Chinese or Japanese input method types "ＯＲＤ－８８１２３"; models write "BK‑55120" with
     # U+2011 (non-breaking hyphen): the identifier net, the facts and keyword search read both

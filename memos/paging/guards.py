@@ -23,6 +23,7 @@ from enum import IntEnum
 from ..messages import as_roles
 from ..patterns import find_identifiers, fold
 from ..text.rules import default_detector, stated_rules
+from ..text.script import simplified
 from ..text.sentences import split_sentences
 from ..tiers.hot import Unit
 
@@ -235,9 +236,10 @@ def _unsaid(refs: list[str], units: Sequence[Unit]) -> bool:
     return any(not any(q in _body(u) for u in units) for q in refs)
 
 
+@functools.lru_cache(maxsize=4096)  # the reference guard asks again of the same messages at every paging
 def is_promise(text: str) -> bool:
     """Whether an assistant message commits to something still to be done."""
-    return bool(_PROMISE.search(text))
+    return bool(_PROMISE.search(simplified(text)))
 
 
 class RecencyGuard(Guard):

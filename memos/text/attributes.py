@@ -22,6 +22,7 @@ from typing import Any
 
 from .linear import LinearModel
 from .rules import _CJK, features
+from .script import simplified
 from .sentences import ABBREVIATION
 
 __all__ = ["ATTRIBUTES_FILE", "Attribute", "AttributeClassifier", "attribute_features", "current_key",
@@ -67,8 +68,16 @@ class Attribute:
 def current_key(key: str) -> str:
     """``key`` without a word that says its value is the current one ("my new email is …",
     "我的新手机号是…"): the value is the key's, and replaces the one given before."""
-    rest = _CURRENT.sub("", key, count=1)
+    m = _CURRENT.match(_in_place(key))
+    rest = key[m.end():] if m else key
     return rest if rest.strip() else key
+
+
+def _in_place(text: str) -> str:
+    """``text`` as the frames read it: Traditional Chinese as Simplified, when that keeps every
+    character where it was (it almost always does), so that a match's span is the original's too."""
+    read = simplified(text)
+    return read if len(read) == len(text) else text
 
 
 def find_attributes(sentence: str, *, chinese: bool = True) -> list[tuple[str, str]]:
@@ -81,9 +90,10 @@ def find_attributes(sentence: str, *, chinese: bool = True) -> list[tuple[str, s
         if value:
             out.append((m.group(1), value))
         at = m.start(2) + max(1, len(value))  # "… and my birthday is May 29" is read next
-    for m in _MY_X_IS_ZH.finditer(sentence) if chinese else ():
-        key = f"{m.group(1)}的{m.group(2)}" if m.group(1) else m.group(2)
-        value = m.group(3).strip()
+    for m in _MY_X_IS_ZH.finditer(_in_place(sentence)) if chinese else ():  # "我的手機號其實是…" as "我的手机号其实是…"
+        said = [sentence[m.start(g):m.end(g)] if m.group(g) else None for g in (1, 2, 3)]
+        key = f"{said[0]}的{said[1]}" if said[0] else str(said[1])
+        value = str(said[2]).strip()
         if value:
             out.append((key, value))
     return out

@@ -29,6 +29,7 @@ from typing import Any
 from ..patterns import find_identifiers, value_kind
 from .linear import LinearModel
 from .rules import _CJK, _ZH_KIN, features
+from .script import simplified
 
 __all__ = ["CORRECTIONS_FILE", "CorrectionClassifier", "contact_values", "correction_context", "correction_features",
            "default_correction_classifier"]
@@ -74,7 +75,7 @@ def correction_context(sentences: Sequence[str], i: int) -> str:
 def correction_features(context: str, value: str) -> dict[str, float]:
     """The classifier's features of a value in its context, the value and any other identifier
     masked. Training and prediction share this."""
-    masked = context.replace(value, _MASK)
+    masked = simplified(context.replace(value, _MASK))
     for other in find_identifiers(masked):  # another value's letters say nothing ("ana@old.example.com")
         masked = masked.replace(other, _OTHER)
     out = features(masked)

@@ -29,6 +29,7 @@ from typing import Any
 
 from .linear import LinearModel
 from .rules import _CJK, _EN_CUES, _ZH_CUES, _ZH_KIN, named_subject
+from .script import simplified
 from .terms import content_terms
 
 __all__ = ["MAX_TERMS", "REPLACEMENTS_FILE", "ReplacementClassifier", "changes_quantity", "default_replacement_classifier",
@@ -148,7 +149,7 @@ def _bin(n: int) -> str:
 
 def pair_features(old: str, new: str) -> dict[str, float]:
     """The features the replacement model reads for the rule ``new`` said after ``old``."""
-    return dict(_pair_features(old, new))
+    return dict(_pair_features(simplified(old), simplified(new)))
 
 
 @functools.lru_cache(maxsize=4096)  # a new rule is scored against every current rule

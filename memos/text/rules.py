@@ -38,11 +38,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from .script import simplified
 from .sentences import split_sentences, without_code
 
 __all__ = ["RULE_KINDS", "RuleClassifier", "RuleDetector", "RuleJudgement", "bare", "could_be_users", "default_classifier",
-           "default_detector", "features", "has_words", "judge_each_text", "load_model", "named_subject", "stated_rules",
-           "unquoted"]
+           "default_detector", "features", "has_words", "in_a_language_read", "judge_each_text", "load_model",
+           "named_subject", "stated_rules", "unquoted"]
 
 RULE_KINDS = ("constraint", "preference")
 MODEL_FILE = Path(__file__).with_name("rules_model.json.gz")
@@ -196,14 +197,33 @@ def named_subject(sentence: str) -> bool:
     surname and two given-name characters) before its verb, with no directive to the
     assistant ("以后", "一律", "请") beside it. Such a sentence is someone else's, as "Sarah
     loves hiking." is: it sets no rule of the user's and lifts none, whatever a model scores it."""
+    sentence = simplified(sentence)
     return bool(_ZH_NAMED.match(sentence.strip())) and not _ZH_DIRECTIVE.search(sentence)
+
+
+_HIRAGANA = re.compile(r"[\u3041-\u309f]")
+_LETTER = re.compile(r"[^\W\d_]")
+_READ_LETTER = re.compile(r"[A-Za-z\u00c0-\u024f\u1e00-\u1eff\u3400-\u9fff\uf900-\ufaff]")
+
+
+def in_a_language_read(sentence: str) -> bool:
+    """Whether ``sentence`` is in a script the rule models read: not Japanese (two hiragana or
+    more, which Chinese does not use; a brand in katakana may be) and most of its letters Latin
+    or Han. One in Japanese, Korean, Russian, Arabic, Hindi, Thai, ... is in a language the
+    models were not fitted on, whose scores would be noise; it states no rule offline (pin it,
+    or configure an LLM)."""
+    if len(_HIRAGANA.findall(sentence)) >= 2:
+        return False
+    letters = _LETTER.findall(sentence)
+    return 2 * sum(1 for c in letters if _READ_LETTER.match(c)) > len(letters) if letters else True
 
 
 def could_be_users(sentence: str) -> bool:
     """Whether ``sentence`` could set or lift a rule of the user's at all: it has a word
-    (:func:`has_words`) and is not about a person it names (:func:`named_subject`). A model
-    scores only such sentences; the rest score 0."""
-    return has_words(sentence) and not named_subject(sentence)
+    (:func:`has_words`), is in a language the models read (:func:`in_a_language_read`) and is
+    not about a person it names (:func:`named_subject`). A model scores only such sentences;
+    the rest score 0."""
+    return has_words(sentence) and in_a_language_read(sentence) and not named_subject(sentence)
 
 
 def unquoted(sentence: str) -> str:
@@ -253,8 +273,9 @@ def _cues(text: str) -> list[str]:
 def features(text: str) -> dict[str, float]:
     """The classifier's features of one sentence: character 1-4-grams and word 1-2-grams
     (together scaled to unit length), the first word or two, and the cues, each crossed with
-    the sentence's subject. Training (``benchmarks/rules.py``) and prediction share this."""
-    text = unquoted(text)
+    the sentence's subject, read with Traditional Chinese as Simplified. Training
+    (``benchmarks/rules.py``) and prediction share this."""
+    text = simplified(unquoted(text))
     t = _normalise(text)
     grams: set[str] = set()
     s = f"^{t}$"

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .rules import RuleClassifier, RuleJudgement, bare, default_classifier, has_words
+from .rules import RuleClassifier, RuleJudgement, bare, could_be_users, default_classifier
 
 __all__ = ["MINILM_FILE", "MiniLMRuleClassifier", "mixed"]
 
@@ -72,9 +72,10 @@ class MiniLMRuleClassifier:
         self._vectors: dict[str, np.ndarray] = {}
 
     def reads(self, sentence: str) -> bool:
-        """Whether the model judges ``sentence``: it has words, and is not mostly in Chinese,
-        Japanese or Korean (those the n-gram model judges alone)."""
-        return has_words(sentence) and bool(self._model.covers(sentence))
+        """Whether the model judges ``sentence``: it could be the user's rule at all
+        (:func:`~memos.text.rules.could_be_users`: it has words, in a language the models read),
+        and is not mostly in Chinese (which the n-gram model judges alone)."""
+        return could_be_users(sentence) and bool(self._model.covers(sentence))
 
     def vectors(self, sentences: Sequence[str]) -> np.ndarray:
         """The fine-tuned model's sentence vectors (mean-pooled, one row per sentence, read as

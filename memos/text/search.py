@@ -9,7 +9,8 @@ own. Full-width letters and digits and the other hyphens read as ASCII ones
 fallback below). :func:`query_terms` is
 the same tokeniser on a query, less stop words and single characters of a longer run, its
 first 128 (enough that a long message's question, which tends to come last, is still
-searched).
+searched). A Chinese query is searched in both scripts, Simplified and Traditional
+(:func:`memos.text.script.both_scripts`): the index holds the text as it was written.
 
 :class:`KeywordIndex` keeps one full-text index over rows ``(ref, namespace, text)``:
 
@@ -36,6 +37,7 @@ from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
 
 from ..patterns import FOLD_TABLE, fold
+from .script import both_scripts
 from .terms import STOP_WORDS
 
 __all__ = ["KeywordIndex", "index_text", "query_terms", "tokens"]
@@ -191,6 +193,8 @@ class KeywordIndex:
         is an extra SQL condition on the source table (PostgreSQL and LIKE only; with FTS5
         the caller filters what comes back)."""
         terms = query_terms(query)
+        for other in both_scripts(query)[1:]:  # the other script's character pairs, after the query's own
+            terms += [t for t in query_terms(other) if t not in terms]
         if not terms or n <= 0:
             return []
         if self.backend == "fts5":

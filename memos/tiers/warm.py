@@ -21,6 +21,7 @@ from typing import Literal, Protocol, runtime_checkable
 from ..messages import Message, call_input, call_name
 from ..patterns import ACK, DECISION, FAILURE, GOAL, find_identifiers
 from ..text.rules import default_detector
+from ..text.script import simplified
 from ..text.sentences import split_sentences
 from ..tokens import TokenCounter
 
@@ -197,18 +198,19 @@ def _prescore(lines: Sequence[tuple[str, str]]) -> None:
 
 
 def _score(sentence: str, role: str) -> int:
-    if ACK.match(sentence.strip()):
+    read = simplified(sentence)  # the cue words are written in Simplified Chinese
+    if ACK.match(read.strip()):
         return -1
     score = 0
     if role in _RULE_ROLES and default_detector().judge([sentence])[0].is_rule:
         score += 4
     ids = find_identifiers(sentence)
     score += min(4, 2 * len(ids))
-    if DECISION.search(sentence):
+    if DECISION.search(read):
         score += 2
-    if GOAL.search(sentence):
+    if GOAL.search(read):
         score += 2
-    if FAILURE.search(sentence):
+    if FAILURE.search(read):
         score += 2
     if any(ch.isdigit() for ch in sentence):
         score += 1
