@@ -23,7 +23,7 @@ from .config import MemosSettings
 from .errors import BudgetExceeded
 from .extract import FactExtractor, RuleExtractor, identifier_facts, message_source, timed
 from .memory_store import MemoryStore
-from .messages import Message
+from .messages import Message, without_results_of
 from .paging.guards import Guard, GuardContext, ReferenceGuard, Verdict
 from .paging.pager import CutPoint, find_cut_point, find_soft_compactions
 from .recall import Recall
@@ -78,6 +78,7 @@ class Compactor:
         archive_item: Callable[[list[Message], str, str], ArchiveItem],
         reload: Callable[[], None],
         on_event: Callable[[PagingEvent], None] | None = None,
+        own_tool: Callable[[str], bool] = lambda name: False,
     ) -> None:
         self.state = state
         self.settings = settings
@@ -96,6 +97,7 @@ class Compactor:
         self.archive_item = archive_item
         self.reload = reload  # read the session from the store again (after a failed write)
         self.on_event = on_event
+        self.own_tool = own_tool  # whether a tool name is one of memos' own (under a known prefix)
         self.pending: Future[_DemotionPlan] | None = None  # a demotion being prepared in the background
 
     def page(self, extra: int, query: str | None, *, strict: bool) -> Rooms:
@@ -192,7 +194,8 @@ class Compactor:
                   for m in u.messages if m.id in chosen or m.tool_call_ids]
         cands, invs, _ = self.extract(hidden)
         known = "\n".join(c.key + "\n" + c.value for c in cands)
-        cands += timed(identifier_facts([message_source(m) for m in hidden if m.id in chosen], "", known), hidden)
+        cands += timed(identifier_facts([message_source(m) for m in self.conversation(hidden) if m.id in chosen], "", known),
+                       hidden)
         self.state.compacted.update(ids)
         after = self.assembler.total(0, None, Rooms())
         by_call = {c: u.messages[0] for u in units for c in u.messages[0].tool_call_ids}
@@ -225,6 +228,7 @@ class Compactor:
         """Facts from ``messages``: the rules read new user messages at once (cheap, so
         constraints are pinned before the next prompt); the configured extractor reads
         what leaves the hot tier, and the rules take over when it fails."""
+        messages = self.conversation(messages)
         if rules_only or isinstance(self.extractor, RuleExtractor):
             found = self.rules.extract([m for m in messages if rules_only or m.role != "user"])
             name = "rules"
@@ -236,6 +240,13 @@ class Compactor:
                 found = self.rules.extract([m for m in messages if m.role != "user"])
                 name = f"rules (fallback: {_reason(exc)})"
         return self._windowed(timed(found.candidates, messages)), timed(found.invalidations, messages), name
+
+    def conversation(self, messages: Sequence[Message]) -> list[Message]:
+        """``messages`` less the results of memos' own tool calls (``retrieve``, ``facts``,
+        ``pin``, ...), for the summary and the facts: what those hold is memory already,
+        quoted under memos' own ids ("unit:1193b5…", "fact:307") and times, which would come
+        back as facts and summary lines of their own."""
+        return without_results_of(messages, self.own_tool)
 
     def _windowed(self, cands: list[FactCandidate]) -> list[FactCandidate]:
         """Corrections with the time their window opens in this session: the cold tier serves
@@ -302,24 +313,25 @@ class Compactor:
         old_summary = self.state.summary
         through = old_summary.through_seq if old_summary else -1
         old_text = old_summary.text if old_summary else ""
+        said = self.conversation(segment)  # never empty when segment is not: a unit starts with its call
         if segment:
             plan = prepare_summary(
                 previous=old_text or None,
-                segment=segment,
+                segment=said,
                 demotion_number=self.state.demotions + 1,
                 full_every=self.settings.full_resummary_every,
                 max_tokens=self.settings.summary_max_tokens,
-                originals=lambda: sorted(self.warm_messages() + segment, key=lambda m: m.seq),
+                originals=lambda: sorted(self.conversation(self.warm_messages() + segment), key=lambda m: m.seq),
                 superseded=self.cold.superseded_values(max_chars=120),
             )
             text, summarizer = self.summarize(plan)
-            kind, through = plan.kind, max(through, plan.through_seq)
+            kind, through = plan.kind, max(through, max(m.seq for m in segment))  # the whole segment is demoted
         # facts from what leaves the hot tier (user messages were read when they arrived)
         cands, invs, extractor = self.extract(segment + pinned)
         new_text = text if text is not None else old_text
         planned = "\n".join(c.key + "\n" + c.value for c in cands)
         known = lambda ident: ident in planned or self.cold.has_key(ident)  # noqa: E731
-        sources = [message_source(m) for m in segment]
+        sources = [message_source(m) for m in said]
         if old_text:
             sources.append((old_text, (), through))
         cands += timed(identifier_facts(sources, new_text, known), segment)

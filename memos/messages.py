@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +18,7 @@ from .errors import InvalidMessage
 from .responses import as_plain, from_items, is_item_type, is_responses_item
 
 __all__ = ["ROLES", "Message", "as_roles", "call_input", "call_name", "message_key", "message_text", "plain_json",
-           "validate_batch", "validate_message", "with_input"]
+           "validate_batch", "validate_message", "with_input", "without_results_of"]
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 _KEYS = {"role", "content", "name", "tool_calls", "tool_call_id"}
@@ -229,6 +229,14 @@ def _tool_calls(calls: Any, where: str) -> list[dict[str, Any]]:
 def call_name(call: Mapping[str, Any]) -> str:
     """The name of the tool a tool call calls: a function's, or a custom tool's."""
     return str((call.get("function") or call.get("custom") or {}).get("name", ""))
+
+
+def without_results_of(messages: Sequence[Message], tool: Callable[[str], bool]) -> list[Message]:
+    """``messages`` less the results of the calls among them to the tools ``tool`` names."""
+    calls = {str(c.get("id")) for m in messages for c in m.data.get("tool_calls") or () if tool(call_name(c))}
+    if not calls:
+        return list(messages)
+    return [m for m in messages if not (m.role == "tool" and str(m.data.get("tool_call_id")) in calls)]
 
 
 def call_input(call: Mapping[str, Any]) -> str:

@@ -111,6 +111,7 @@ def wire(
         last_resort=ToolChainGuard() & RecencyGuard(1) & PinGuard() & ConstraintGuard(),
         references=references, rules=rules, extractor=extractor, summarizer=summarizer,
         archive_item=archiver.item, reload=reload, on_event=on_event,
+        own_tool=lambda name: request_tools.name(name) is not None,
     )
     return Parts(state=state, cold=cold, archival=archival, recall=recall, assembler=assembler,
                  pins=Pins(state, settings, counter, store, cold, assembler), archiver=archiver,

@@ -210,3 +210,34 @@ def test_retrieve_lists_facts_and_archive_hits_by_the_score_they_show(make_memor
     assert {r["source"] for r in out["results"]} == {"fact", "archive"}
     assert scores == sorted(scores, reverse=True)
     assert all(0.0 <= s <= 1.0 for s in scores)
+
+
+@pytest.mark.parametrize("prefix", ["", "memory_"])
+def test_what_memos_own_tools_return_is_not_read_for_facts_or_the_summary(tmp_path, prefix):
+    # a retrieve result quotes stored messages and facts under memos' own ids ("unit:…", "fact:307")
+    # and times; read for facts, each call added half a dozen of those as identifiers
+    from memos import MemosSettings
+
+    with Memory("own", store=str(tmp_path / "o.db"), budget=1024, settings=MemosSettings(tool_prefix=prefix)) as m:
+        m.add(user("My order ORD-12345 ships to 14 Rua Augusta."))
+        summaries = []
+        for i in range(12):
+            m.add(user(f"What was my order number again? ({i})"))
+            asked = call(f"{prefix}retrieve", {"query": "order number"}, f"r{i}")
+            m.add({"role": "assistant", "content": None, "tool_calls": [asked]})
+            m.add(m.handle_tool_call(asked))
+            app = call("weather", {}, f"w{i}")
+            m.add({"role": "assistant", "content": None, "tool_calls": [app]})
+            m.add({"role": "tool", "tool_call_id": f"w{i}",
+                   "content": json.dumps({"forecast_id": f"WX-{1000 + i}", "summary": "sunny " * 30})})
+            m.add({"role": "assistant", "content": f"It is ORD-12345, and it will be sunny ({i})."})
+            m.context()
+            m.wait()
+            summaries.append(m.summary())
+        assert m.stats().demotions > 0
+        facts = m.facts()
+        assert not [f.key for f in facts if "retrieve" in f.value or f.key.startswith(("unit:", "fact:", "chain:"))]
+        assert any(summaries) and not [s for s in summaries if "retrieve returned" in s or '"fact:' in s]
+        keys = {f.key for f in facts}
+        assert "ORD-12345" in keys and len({k for k in keys if k.startswith("WX-")}) >= 6  # the app's own tools still are
+        assert any('"WX-1000"' in h.text for h in m.retrieve("WX-1000", 3))  # and what was demoted stays searchable

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..extract import message_source
 from ..memory import Memory, PagingEvent
+from ..messages import without_results_of
 from ..paging.context import find_orphans
 from ..patterns import find_identifiers
 from .session import CONSTRAINTS, IDENTIFIERS, SYSTEM_PROMPT, Turn, demo_session
@@ -54,7 +55,8 @@ class DemoResult:
 
     @property
     def identifiers_preserved(self) -> int:
-        """Identifiers of the session found at the end in the context or the cold tier."""
+        """Identifiers of the conversation (not of memos' own tool results) found at the end in
+        the context or the cold tier."""
         return len(self.identifiers) - len(self.identifiers_missing)
 
     @property
@@ -149,7 +151,10 @@ def run_demo(
             if f.status == "current":
                 result.facts_by_kind[f.kind] = result.facts_by_kind.get(f.kind, 0) + 1
         result.superseded_facts = sum(1 for f in facts if f.status == "superseded")
-        result.identifiers = list(dict.fromkeys(i for m in history for i in find_identifiers(message_source(m)[0])))
+        # the conversation's identifiers: the user's, the assistant's and the app's tools'; what
+        # memos' own tools returned quotes memory under memos' own ids and times
+        said = without_results_of(history, mem.is_memory_tool)
+        result.identifiers = list(dict.fromkeys(i for m in said for i in find_identifiers(message_source(m)[0])))
         findable = text + "\n" + "\n".join(f"{f.key}\n{f.value}" for f in facts)
         result.identifiers_missing = [i for i in result.identifiers if i not in findable]
     finally:
