@@ -10,10 +10,10 @@ import hashlib
 import json
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from .messages import Message, clean_text
+from .messages import Message, clean_text, memory_traffic
 from .state import SessionState
 from .store import Store
 from .tiers.archival import ArchivalTier
@@ -31,11 +31,13 @@ def item_line(m: Message) -> str:
 class Archiver:
     """Builds and stages one session's archive items."""
 
-    def __init__(self, state: SessionState, scope: str, store: Store, archival: ArchivalTier) -> None:
+    def __init__(self, state: SessionState, scope: str, store: Store, archival: ArchivalTier,
+                 own_tool: Callable[[str], bool] = lambda name: False) -> None:
         self.state = state
         self.scope = scope
         self.store = store
         self.archival = archival
+        self.own_tool = own_tool  # whether a tool name is one of memos' own
 
     def item(self, messages: list[Message], kind: str, item_id: str) -> ArchiveItem:
         """An item holding ``messages`` verbatim (roles named, tool results as they are)."""
@@ -48,9 +50,12 @@ class Archiver:
 
     def logged(self, session: Any, messages: list[Message]) -> None:
         """Stage each newly logged message as an item, in the transaction that logs it: it is
-        the user's recall memory from that moment (the app's system prompt is not)."""
-        prompt = self.state.prompt_ids(messages)
-        self.archival.stage(session, [self.item([m], "message", f"unit:{m.id}") for m in messages if m.id not in prompt])
+        the user's recall memory from that moment. The app's system prompt is not, nor the
+        calls to memos' own tools and their results: a ``retrieve`` result quotes memory that
+        is searchable already, and found again it would fill a prompt with copies. The log
+        keeps them."""
+        left_out = self.state.prompt_ids(messages) | memory_traffic(messages, self.own_tool, earlier=self.state.hot)
+        self.archival.stage(session, [self.item([m], "message", f"unit:{m.id}") for m in messages if m.id not in left_out])
 
     def save(self, content: str | None, message_ids: str | Sequence[str] | None, tags: str | Sequence[str]) -> str:
         """Archive a note (``content``) or logged messages verbatim (``message_ids``) now;

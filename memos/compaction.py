@@ -23,7 +23,7 @@ from .config import MemosSettings
 from .errors import BudgetExceeded
 from .extract import FactExtractor, RuleExtractor, identifier_facts, message_source, timed
 from .memory_store import MemoryStore
-from .messages import Message, without_results_of
+from .messages import Message, memory_traffic, without_results_of
 from .paging.guards import Guard, GuardContext, ReferenceGuard, Verdict
 from .paging.pager import CutPoint, find_cut_point, find_soft_compactions
 from .recall import Recall
@@ -199,8 +199,9 @@ class Compactor:
         self.state.compacted.update(ids)
         after = self.assembler.total(0, None, Rooms())
         by_call = {c: u.messages[0] for u in units for c in u.messages[0].tool_call_ids}
+        traffic = self.traffic(hidden)
         items = [self.archive_item([by_call[str(m.data.get("tool_call_id"))], m], "tool_result", f"result:{m.id}")
-                 for m in hidden if m.id in chosen and str(m.data.get("tool_call_id")) in by_call]
+                 for m in hidden if m.id in chosen and str(m.data.get("tool_call_id")) in by_call and m.id not in traffic]
 
         def write(session: Any) -> dict[str, Any]:
             changes = self.cold.apply(cands, invs, session=session)
@@ -243,10 +244,22 @@ class Compactor:
 
     def conversation(self, messages: Sequence[Message]) -> list[Message]:
         """``messages`` less the results of memos' own tool calls (``retrieve``, ``facts``,
-        ``pin``, ...), for the summary and the facts: what those hold is memory already,
+        ``pin``, ...), for the facts and the identifier net: what those hold is memory already,
         quoted under memos' own ids ("unit:1193b5…", "fact:307") and times, which would come
         back as facts and summary lines of their own."""
         return without_results_of(messages, self.own_tool)
+
+    def told(self, messages: Sequence[Message]) -> list[Message]:
+        """``messages`` as the summary reads them: less the calls to memos' own tools and their
+        results. An identifier in such a call's arguments (a ``retrieve`` query) is still read by
+        the identifier net, from :meth:`conversation`."""
+        traffic = self.traffic(messages)
+        return [m for m in messages if m.id not in traffic]
+
+    def traffic(self, messages: Sequence[Message]) -> set[str]:
+        """The ids of ``messages`` that are only calls to memos' own tools and their results:
+        not archived again (what they quote is archived already; the log keeps them)."""
+        return memory_traffic(messages, self.own_tool)
 
     def _windowed(self, cands: list[FactCandidate]) -> list[FactCandidate]:
         """Corrections with the time their window opens in this session: the cold tier serves
@@ -313,15 +326,16 @@ class Compactor:
         old_summary = self.state.summary
         through = old_summary.through_seq if old_summary else -1
         old_text = old_summary.text if old_summary else ""
-        said = self.conversation(segment)  # never empty when segment is not: a unit starts with its call
-        if segment:
+        said = self.conversation(segment)
+        told = self.told(said)
+        if told:  # a segment of nothing but calls to memos' own tools leaves the summary as it was
             plan = prepare_summary(
                 previous=old_text or None,
-                segment=said,
+                segment=told,
                 demotion_number=self.state.demotions + 1,
                 full_every=self.settings.full_resummary_every,
                 max_tokens=self.settings.summary_max_tokens,
-                originals=lambda: sorted(self.conversation(self.warm_messages() + segment), key=lambda m: m.seq),
+                originals=lambda: sorted(self.told(self.warm_messages() + segment), key=lambda m: m.seq),
                 superseded=self.cold.superseded_values(max_chars=120),
             )
             text, summarizer = self.summarize(plan)
@@ -355,10 +369,13 @@ class Compactor:
         # single messages were archived as they arrived (the id is the same, so a session logged
         # before that is covered too); a tool chain is archived whole unless its results were at
         # soft compaction
-        items = [self.archive_item(list(u.messages), "tool_chain" if u.is_tool_chain else "message",
-                                    f"{'chain' if u.is_tool_chain else 'unit'}:{u.messages[0].id}")
-                 for u in p.cut.demote + p.cut.pin
+        units = [u for u in p.cut.demote + p.cut.pin
                  if not (u.is_tool_chain and all(m.id in compacted_before for m in u.messages[1:]))]
+        traffic = self.traffic([m for u in units for m in u.messages])
+        kept = [(u, [m for m in u.messages if m.id not in traffic]) for u in units]
+        items = [self.archive_item(said, "tool_chain" if u.is_tool_chain else "message",
+                                   f"{'chain' if u.is_tool_chain else 'unit'}:{u.messages[0].id}")
+                 for u, said in kept if said]
         if p.text is not None and p.old_summary is not None:
             items.append(ArchiveItem(id=f"summary:{self.state.key}:v{p.old_summary.version}",
                                      namespace=self.cold.namespace, session=self.state.key, kind="summary",

@@ -18,7 +18,7 @@ from .errors import InvalidMessage
 from .responses import as_plain, from_items, is_item_type, is_responses_item
 
 __all__ = ["ROLES", "Message", "as_roles", "call_input", "call_name", "message_key", "message_text", "plain_json",
-           "validate_batch", "validate_message", "with_input", "without_results_of"]
+           "memory_traffic", "validate_batch", "validate_message", "with_input", "without_results_of"]
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 _KEYS = {"role", "content", "name", "tool_calls", "tool_call_id"}
@@ -237,6 +237,21 @@ def without_results_of(messages: Sequence[Message], tool: Callable[[str], bool])
     if not calls:
         return list(messages)
     return [m for m in messages if not (m.role == "tool" and str(m.data.get("tool_call_id")) in calls)]
+
+
+def memory_traffic(messages: Sequence[Message], tool: Callable[[str], bool], *, earlier: Iterable[Message] = ()) -> set[str]:
+    """The ids of ``messages`` that are only traffic with the tools ``tool`` names: the results
+    of their calls (made among ``earlier`` or ``messages``), and assistant messages that make
+    such calls and say nothing of their own."""
+    names = {str(c.get("id")): call_name(c) for m in (*earlier, *messages) for c in m.data.get("tool_calls") or ()}
+    out = set()
+    for m in messages:
+        calls = m.data.get("tool_calls") or ()
+        if m.role == "tool" and tool(names.get(str(m.data.get("tool_call_id")), "")):
+            out.add(m.id)
+        elif calls and not m.text.strip() and all(tool(call_name(c)) for c in calls):
+            out.add(m.id)
+    return out
 
 
 def call_input(call: Mapping[str, Any]) -> str:

@@ -96,7 +96,7 @@ def wire(
     state.load(store)
     recall = Recall(state, settings, counter, cold, archival)
     assembler = ContextAssembler(state, settings, counter, cold, recall, request_tools.measure()[0])
-    archiver = Archiver(state, scope, store, archival)
+    archiver = Archiver(state, scope, store, archival, own_tool=lambda name: request_tools.name(name) is not None)
 
     def reload() -> None:
         state.load(store)
@@ -111,7 +111,7 @@ def wire(
         last_resort=ToolChainGuard() & RecencyGuard(1) & PinGuard() & ConstraintGuard(),
         references=references, rules=rules, extractor=extractor, summarizer=summarizer,
         archive_item=archiver.item, reload=reload, on_event=on_event,
-        own_tool=lambda name: request_tools.name(name) is not None,
+        own_tool=archiver.own_tool,
     )
     return Parts(state=state, cold=cold, archival=archival, recall=recall, assembler=assembler,
                  pins=Pins(state, settings, counter, store, cold, assembler), archiver=archiver,

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memos import InvalidMessage
-from memos.messages import message_key, message_text, plain_json, validate_message
+from memos.messages import Message, memory_traffic, message_key, message_text, plain_json, validate_message
 from tests.conftest import assistant, call, tool_chain, user
 
 
@@ -226,3 +226,24 @@ def test_a_tool_result_is_known_by_its_key_however_its_json_is_escaped():
         raw = {"role": "tool", "tool_call_id": "c1", "content": content}
         stored = validate_message(raw)
         assert "杭州" in message_text(stored) and message_key(raw) == message_key(stored)
+
+
+def test_memory_traffic_is_calls_to_the_named_tools_that_say_nothing_and_their_results():
+    ours = lambda name: name.startswith("memory_")  # noqa: E731
+    data = [
+        {"role": "assistant", "content": None, "tool_calls": [call("a", "memory_retrieve", query="order")]},
+        {"role": "tool", "tool_call_id": "a", "content": "{\"results\": []}"},
+        {"role": "assistant", "content": "Let me look that up.", "tool_calls": [call("b", "memory_retrieve", query="x")]},
+        {"role": "tool", "tool_call_id": "b", "content": "{\"results\": []}"},
+        {"role": "assistant", "content": None, "tool_calls": [call("c", "memory_pin", text="t"), call("d", "weather")]},
+        {"role": "tool", "tool_call_id": "c", "content": "{\"status\": \"ok\"}"},
+        {"role": "tool", "tool_call_id": "d", "content": "sunny"},
+        user("memory_retrieve is a tool name, said by the user"),
+    ]
+    msgs = [Message(f"m{i}", i, d, 1) for i, d in enumerate(data)]
+    # the calls-only message, and each result of a call to a named tool, even beside a text or another tool
+    assert memory_traffic(msgs, ours) == {"m0", "m1", "m3", "m5"}
+    # a result whose call was logged before is known by the call among ``earlier``
+    assert memory_traffic(msgs[1:2], ours) == set()
+    assert memory_traffic(msgs[1:2], ours, earlier=msgs[:1]) == {"m1"}
+    assert memory_traffic(msgs, lambda name: False) == set()

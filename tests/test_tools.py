@@ -241,3 +241,41 @@ def test_what_memos_own_tools_return_is_not_read_for_facts_or_the_summary(tmp_pa
         keys = {f.key for f in facts}
         assert "ORD-12345" in keys and len({k for k in keys if k.startswith("WX-")}) >= 6  # the app's own tools still are
         assert any('"WX-1000"' in h.text for h in m.retrieve("WX-1000", 3))  # and what was demoted stays searchable
+
+
+def test_calls_to_memos_own_tools_are_not_archived_again_and_stay_in_the_log(tmp_path):
+    # a retrieve result quotes what is archived already: found again, a copy of a copy filled the
+    # recalled section with JSON; the log keeps it, and archive(message_ids=...) still reaches it
+    from sqlmodel import Session, select
+
+    from memos.tiers.archival import WITHOUT_TOKENS, ArchiveItem
+
+    with Memory("traffic", store=str(tmp_path / "t.db"), budget=1024) as m:
+        m.add(user("My order ORD-12345 ships to 14 Rua Augusta."))
+        results = []
+        for i in range(12):
+            m.add(user(f"Where does my order ship? ({i})"))
+            asked = call("retrieve", {"query": "order shipping address"}, f"r{i}")
+            pinned = call("pin", {"text": f"Always quote the order id ({i})."}, f"p{i}")
+            m.add({"role": "assistant", "content": None, "tool_calls": [asked, pinned]})
+            results += m.add([m.handle_tool_call(asked), m.handle_tool_call(pinned)])
+            app = call("track", {"order": "ORD-12345"}, f"t{i}")
+            m.add({"role": "assistant", "content": "Let me check the carrier.", "tool_calls": [app]})
+            m.add({"role": "tool", "tool_call_id": f"t{i}", "content": json.dumps({"status": f"in transit, hub {i}",
+                                                                                   "eta": f"day {i}"})})
+            m.add({"role": "assistant", "content": f"It ships to 14 Rua Augusta; in transit at hub {i}."})
+            m.context()
+            m.wait()
+        assert m.stats().demotions > 0
+        with Session(m.store.engine) as s:
+            texts = [r.text for r in s.exec(select(ArchiveItem).options(*WITHOUT_TOKENS)).all()]
+        assert not [t for t in texts if "called retrieve" in t or "called pin" in t or '"status": "ok"' in t]
+        assert sum("in transit, hub" in t for t in texts) >= 12  # the app's tool results are archived
+        assert sum("Let me check the carrier." in t for t in texts) >= 12
+        hits = m.retrieve("order shipping address ORD-12345", 20)
+        assert hits and not [h.text for h in hits if '"status": "ok"' in h.text or "called retrieve" in h.text]
+        logged = {msg.id for msg in m.history()}
+        assert {r.id for r in results} <= logged  # nothing lost: the log keeps every result
+        note = m.archive(message_ids=[results[0].id])
+        assert any('"status": "ok"' in h.text for h in m.archival.search("order shipping address", 20, kinds=["excerpt"]))
+        assert note.startswith("excerpt:")
