@@ -17,7 +17,9 @@ class MemoryStats:
 
     ``context_tokens`` is the prompt paging keeps under ``budget_tokens``: the sections and
     the hot tier, without the recalled-memory section and without a query, which fill the
-    room left when :meth:`~memos.Memory.context` builds a prompt."""
+    room left when :meth:`~memos.Memory.context` builds a prompt. ``demotions`` counts the
+    demotions that wrote a summary version: one that moved only pinned messages, or nothing but
+    calls to memos' own tools and their results, leaves the summary as it was."""
 
     messages: int
     hot_messages: int
