@@ -688,3 +688,28 @@ def test_chinese_with_a_brand_in_katakana_and_english_with_accents_are_still_rea
     for sentence in ["我只买ユニクロ的衣服。", "以后订酒店一律不要超过800块。", "Always book me a table at Café Müller.", "Book economy class only."]:
         assert in_a_language_read(sentence), sentence
     assert default_classifier().rules("我只买ユニクロ的衣服。")
+
+
+class _ClearedByAnotherThread(dict):
+    """A cache that another thread empties right after each write (it had grown past its size)."""
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        self.clear()
+
+    def update(self, *args, **kwargs):
+        super().update(*args, **kwargs)
+        self.clear()
+
+
+@needs_model
+def test_minilm_scores_survive_the_cache_being_cleared_by_another_thread():
+    # the summariser and the rule extractor score on different threads; a KeyError came out of scores()
+    sentences = ["Book economy class only.", "I went to the beach yesterday.", "出差只坐高铁。"]
+    expected = MiniLMRuleClassifier().scores(sentences)
+    racing = MiniLMRuleClassifier()
+    racing._cache = _ClearedByAnotherThread()
+    racing._vectors = _ClearedByAnotherThread()
+    # (a sentence scored alone or in a batch differs in the eighth decimal: padding)
+    assert racing.scores(sentences) == pytest.approx(expected, abs=1e-6)
+    assert racing.scores(sentences[:1]) == pytest.approx(expected[:1], abs=1e-6)

@@ -124,3 +124,18 @@ def test_an_older_store_gets_the_new_index_and_loses_the_old_one(tmp_path):
     again.close()
     names = {r[0] for r in sqlite3.connect(db).execute("SELECT name FROM sqlite_master")}
     assert "memos_archive_kw" in names and "memos_archive_fts" not in names
+
+
+def test_keyword_search_survives_its_term_counts_being_cleared_by_another_thread(store):
+    class Cleared(dict):  # another thread empties the cache right after each write
+        def __setitem__(self, key, value):
+            super().__setitem__(key, value)
+            self.clear()
+
+    mem = Memory("s", store=store, budget=2048, tools=[])
+    mem.archive("The spare key is under the blue flowerpot.")
+    mem.archive("备用钥匙在门口的花盆下面。")
+    mem.archival.keywords._df = Cleared()
+    assert "flowerpot" in mem.archival.search("spare key flowerpot", 3, mode="keyword")[0].text
+    assert "花盆" in mem.archival.search("钥匙花盆", 3, mode="keyword")[0].text
+    mem.close()

@@ -99,15 +99,19 @@ class MiniLMRuleClassifier:
 
     def scores(self, sentences: Sequence[str]) -> list[float]:
         """Probability that each sentence states a rule (computed once per text)."""
-        todo = [s for s in dict.fromkeys(sentences) if s not in self._cache]
-        english = [s for s in todo if self.reads(s)]
-        neural = dict(zip(english, self._logits(english), strict=True)) if english else {}
-        if len(self._cache) > 16384:
-            self._cache.clear()
-        for s in todo:
-            p = self.ngrams.score(s)
-            self._cache[s] = mixed(neural[s], p, self.mix) if s in neural else min(1 - 1e-6, max(1e-6, p))
-        return [self._cache[s] for s in sentences]
+        # read from ``got``: another thread may clear the cache meanwhile (as in vectors())
+        got = {s: p for s in sentences if (p := self._cache.get(s)) is not None}
+        todo = [s for s in dict.fromkeys(sentences) if s not in got]
+        if todo:
+            english = [s for s in todo if self.reads(s)]
+            neural = dict(zip(english, self._logits(english), strict=True)) if english else {}
+            for s in todo:
+                p = self.ngrams.score(s)
+                got[s] = mixed(neural[s], p, self.mix) if s in neural else min(1 - 1e-6, max(1e-6, p))
+            if len(self._cache) > 16384:
+                self._cache.clear()
+            self._cache.update({s: got[s] for s in todo})
+        return [got[s] for s in sentences]
 
     def score(self, sentence: str) -> float:
         """Probability that ``sentence`` states a rule."""

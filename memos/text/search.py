@@ -246,15 +246,18 @@ class KeywordIndex:
         if self._df_total is None or total - self._df_total > max(500, self._df_total // 10):
             self._df.clear()
             self._df_total = total
+        df = {}  # read from here: another thread may clear the cache meanwhile
         for t in terms:
-            if t not in self._df:
+            known = self._df.get(t)
+            if known is None:
                 # a term that FTS5 splits (ord-12345) is a phrase: as common as its rarest part
                 parts = [p for p in re.split(r"[^\w]+", t) if p][:_MAX_PARTS] or [t]
                 counts = []
                 for p in parts:
                     row = session.execute(text(f"SELECT doc FROM {self.name}_vocab WHERE term = :t"), {"t": p}).first()
                     counts.append(int(row[0]) if row else 0)
-                self._df[t] = min(counts)
+                known = self._df[t] = min(counts)
+            df[t] = known
         limit = max(200, int((self._df_total or 0) * 0.02))
-        kept = [t for t in terms if self._df[t] <= limit]
-        return kept or [min(terms, key=lambda t: self._df[t])]
+        kept = [t for t in terms if df[t] <= limit]
+        return kept or [min(terms, key=lambda t: df[t])]
