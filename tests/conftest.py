@@ -84,6 +84,17 @@ def store(tmp_path: Path) -> Iterator[str]:
 
 
 @pytest.fixture
+def engine(store: str) -> Iterator[Any]:
+    """The engine of a :class:`memos.store.Store` on ``store``, its connections released after
+    the test (a PostgreSQL test database is dropped then)."""
+    from memos.store import Store
+
+    opened = Store(store)
+    yield opened.engine
+    opened.close()
+
+
+@pytest.fixture
 def make_memory(store: str) -> Iterator[Callable[..., Memory]]:
     opened: list[Memory] = []
 

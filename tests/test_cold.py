@@ -40,8 +40,8 @@ def test_three_successive_addresses_leave_one_current_and_two_historical(store):
     reopened.close()
 
 
-def test_an_older_value_arriving_late_is_stored_as_history_not_as_current(store):
-    cold = ColdTier(Store(store).engine, "u/a/s")
+def test_an_older_value_arriving_late_is_stored_as_history_not_as_current(engine):
+    cold = ColdTier(engine, "u/a/s")
     cold.apply([cand(ADDRESSES[2], seq=30)])
     (late,) = cold.apply([cand(ADDRESSES[1], seq=10)])
     assert late.op is FactOp.ADD and late.fact.status == "superseded"
@@ -49,8 +49,8 @@ def test_an_older_value_arriving_late_is_stored_as_history_not_as_current(store)
     assert len(cold.facts(include_history=True)) == 2
 
 
-def test_noop_for_a_known_value_adds_no_row(store):
-    cold = ColdTier(Store(store).engine, "u/a/s")
+def test_noop_for_a_known_value_adds_no_row(engine):
+    cold = ColdTier(engine, "u/a/s")
     first = cold.apply([FactCandidate("preference", "tea", "I prefer green tea.", ("m1",), 1)])
     again = cold.apply([FactCandidate("preference", "tea", "i prefer green tea", ("m9",), 9)])
     assert first[0].op is FactOp.ADD and again[0].op is FactOp.NOOP
@@ -167,8 +167,8 @@ def test_facts_are_isolated_by_namespace(store):
     bob.close()
 
 
-def test_search_finds_identifiers_and_chinese_text(store):
-    cold = ColdTier(Store(store).engine, "u/a/s")
+def test_search_finds_identifiers_and_chinese_text(engine):
+    cold = ColdTier(engine, "u/a/s")
     cold.apply([
         FactCandidate("identifier", "ORD-12345", "order ORD-12345 ships to Lisbon", once=True),
         FactCandidate("preference", "辣", "我不吃辣，所有带辣椒的推荐都不要。", pinned=True),

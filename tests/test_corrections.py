@@ -12,7 +12,6 @@ from benchmarks.corrections import evaluate, instances, load_corrections
 from benchmarks.rules import load_corpus
 from memos import Memory
 from memos.patterns import value_kind
-from memos.store import Store
 from memos.text.corrections import CorrectionClassifier, default_correction_classifier
 from memos.text.sentences import split_sentences
 from memos.tiers.cold import ColdTier, FactCandidate
@@ -169,8 +168,8 @@ def said(value: str, seq: int, kind: str = "phone") -> FactCandidate:
     return FactCandidate("identifier", value, f"Sorry, it's {value}.", (f"m{seq}",), seq, once=True, corrects=kind)
 
 
-def test_a_correction_looks_back_only_a_few_messages(store):
-    cold = ColdTier(Store(store).engine, "u")
+def test_a_correction_looks_back_only_a_few_messages(engine):
+    cold = ColdTier(engine, "u")
     cold.apply([FactCandidate("fact", "phone number", MINE, ("m0",), 0, single=True)])
     late = CORRECTION_WINDOW + 1
     cold.apply([said(NEW, late)])  # nothing it could correct: kept as an identifier
@@ -180,8 +179,8 @@ def test_a_correction_looks_back_only_a_few_messages(store):
     assert {f.key: f.value for f in cold.facts() if f.kind == "fact"} == {"phone number": "+351 914 222 333"}
 
 
-def test_a_correction_of_an_email_leaves_a_phone_number_alone(store):
-    cold = ColdTier(Store(store).engine, "u")
+def test_a_correction_of_an_email_leaves_a_phone_number_alone(engine):
+    cold = ColdTier(engine, "u")
     cold.apply([FactCandidate("fact", "phone number", MINE, ("m0",), 0, single=True),
                 FactCandidate("fact", "work email", "ana@corp.example.com", ("m1",), 1, single=True)])
     cold.apply([said("ana@corp.example.org", 2, "email")])

@@ -323,12 +323,14 @@ def test_forget_drops_a_demotion_planned_before_it(store):
         n = len(mem.history())
         mem.close()
         other.close()
-    with Session(MemoryStore(store).engine) as s:  # nor in any summary version or archived item
+    reopened = MemoryStore(store)
+    with Session(reopened.engine) as s:  # nor in any summary version or archived item
         from memos.store import SummaryRow
         from memos.tiers.archival import WITHOUT_TOKENS, ArchiveItem
 
         assert not [r.version for r in s.exec(select(SummaryRow)).all() if number in r.text]
         assert not [r.id for r in s.exec(select(ArchiveItem).options(*WITHOUT_TOKENS)).all() if number in r.text]
+    reopened.close()
     assert n == 2 * i + 1  # nothing lost: the dropped demotion's messages are demoted again later
 
 

@@ -12,7 +12,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.replacements import evaluate, load_pairs
-from memos.store import Store
 from memos.text.replacements import (
     MAX_TERMS,
     ReplacementClassifier,
@@ -373,8 +372,7 @@ CHANGES_POOL = ["Change the train budget to 150 euros a trip.", "Make my train b
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.sampled_from(POOL + CHANGES_POOL), st.booleans()), min_size=1, max_size=12))
-def test_replacements_never_take_an_explicit_pin_and_each_rule_replaces_at_most_one(store, said):
-    engine = Store(store).engine
+def test_replacements_never_take_an_explicit_pin_and_each_rule_replaces_at_most_one(engine, said):
     cold = ColdTier(engine, f"prop/{uuid.uuid4().hex}")
     for seq, (text, explicit) in enumerate(said):
         change = text in CHANGES_POOL
