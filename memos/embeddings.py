@@ -380,16 +380,17 @@ class Similarities:
         if embedder is None or self._failed or not covers(embedder, query):
             return None
         own = [] if self._query_vector is not None else [query]
-        wanted = [t for t in dict.fromkeys([*own, *texts]) if t not in self._vectors and covers(embedder, t)]
+        # read from ``got``: another thread may evict from the cache meanwhile
+        got = {t: v for t in dict.fromkeys([*own, *texts]) if (v := self._vectors.get(t)) is not None}
+        wanted = [t for t in dict.fromkeys([*own, *texts]) if t not in got and covers(embedder, t)]
         try:
-            for text, vector in zip(wanted, embedder(wanted) if wanted else [], strict=True):
-                self._vectors[text] = vector
-            q = self._vectors[query] if self._query_vector is None else self._query_vector(query)
+            got.update(zip(wanted, embedder(wanted) if wanted else [], strict=True))
+            q = got[query] if self._query_vector is None else self._query_vector(query)
         except Exception as exc:  # ranking by meaning is an aid: without it, words rank
             log.warning("the embedding model failed (%s); pinned rules are ranked by words", exc)
             self._failed = True
             return None
-        out = [float(np.dot(q, self._vectors[t])) if t in self._vectors else 0.0 for t in texts]
+        self._vectors.update({t: got[t] for t in wanted})
         while len(self._vectors) > self._size:
-            self._vectors.pop(next(iter(self._vectors)))
-        return out
+            self._vectors.pop(next(iter(self._vectors)), None)
+        return [float(np.dot(q, got[t])) if t in got else 0.0 for t in texts]

@@ -402,7 +402,7 @@ class ArchivalTier:
             both = token_states(self.embedder, [query]) if self.token_index else None
             hit = (both[0][0], both[1][0]) if both is not None else (self.embedder([query])[0], None)  # type: ignore[misc]
             if len(self._queries) >= 256:
-                self._queries.pop(next(iter(self._queries)))
+                self._queries.pop(next(iter(self._queries)), None)  # another thread may have taken it
             self._queries[query] = hit
         return hit
 
