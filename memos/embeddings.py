@@ -381,8 +381,9 @@ class Similarities:
             return None
         own = [] if self._query_vector is not None else [query]
         # read from ``got``: another thread may evict from the cache meanwhile
-        got = {t: v for t in dict.fromkeys([*own, *texts]) if (v := self._vectors.get(t)) is not None}
-        wanted = [t for t in dict.fromkeys([*own, *texts]) if t not in got and covers(embedder, t)]
+        asked = list(dict.fromkeys([*own, *texts]))
+        got = {t: v for t in asked if (v := self._vectors.get(t)) is not None}
+        wanted = [t for t in asked if t not in got and covers(embedder, t)]
         try:
             got.update(zip(wanted, embedder(wanted) if wanted else [], strict=True))
             q = got[query] if self._query_vector is None else self._query_vector(query)

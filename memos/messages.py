@@ -233,25 +233,27 @@ def call_name(call: Mapping[str, Any]) -> str:
 
 def without_results_of(messages: Sequence[Message], tool: Callable[[str], bool]) -> list[Message]:
     """``messages`` less the results of the calls among them to the tools ``tool`` names."""
-    calls = {str(c.get("id")) for m in messages for c in m.data.get("tool_calls") or () if tool(call_name(c))}
-    if not calls:
-        return list(messages)
-    return [m for m in messages if not (m.role == "tool" and str(m.data.get("tool_call_id")) in calls)]
+    results = _results_of(messages, tool)
+    return [m for m in messages if m.id not in results] if results else list(messages)
 
 
 def memory_traffic(messages: Sequence[Message], tool: Callable[[str], bool], *, earlier: Iterable[Message] = ()) -> set[str]:
     """The ids of ``messages`` that are only traffic with the tools ``tool`` names: the results
     of their calls (made among ``earlier`` or ``messages``), and assistant messages that make
     such calls and say nothing of their own."""
+    calls_only = {m.id for m in messages if (calls := m.data.get("tool_calls"))
+                  and not m.text.strip() and all(tool(call_name(c)) for c in calls)}
+    return calls_only | _results_of(messages, tool, earlier)
+
+
+def _results_of(messages: Sequence[Message], tool: Callable[[str], bool], earlier: Iterable[Message] = ()) -> set[str]:
+    """The ids of the tool results among ``messages`` that answer calls to the tools ``tool``
+    names, made among ``earlier`` or ``messages``."""
+    answers = [m for m in messages if m.role == "tool"]
+    if not answers:  # most messages: nothing to look up
+        return set()
     names = {str(c.get("id")): call_name(c) for m in (*earlier, *messages) for c in m.data.get("tool_calls") or ()}
-    out = set()
-    for m in messages:
-        calls = m.data.get("tool_calls") or ()
-        if m.role == "tool" and tool(names.get(str(m.data.get("tool_call_id")), "")):
-            out.add(m.id)
-        elif calls and not m.text.strip() and all(tool(call_name(c)) for c in calls):
-            out.add(m.id)
-    return out
+    return {m.id for m in answers if tool(names.get(str(m.data.get("tool_call_id")), ""))}
 
 
 def call_input(call: Mapping[str, Any]) -> str:
