@@ -28,10 +28,10 @@ from pathlib import Path
 from sqlalchemy import text
 
 from memos.bench.progress import Progress
-from memos.cli_bench import write_results
-from memos.embeddings import load_embedder
-from memos.recall import search_depth
-from memos.store import Store
+from memos.cli.bench import write_results
+from memos.retrieval.recall import search_depth
+from memos.storage.log import Store
+from memos.text.embeddings import load_embedder
 from memos.tiers.archival import ArchivalTier, ArchiveItem, ChromaBackend
 
 SUBJECTS = ["Maya", "Tom", "the hotel", "my sister", "the airline", "our landlord", "the dentist", "Priya", "the bank"]

@@ -3,9 +3,9 @@
     python -m benchmarks.attributes train      # needs scikit-learn: pip install -e '.[train]'
     python -m benchmarks.attributes evaluate --out benchmarks/results/attributes.json
 
-``train`` fits :class:`memos.text.attributes.AttributeClassifier`'s weights on the *train*
+``train`` fits :class:`memos.text.classifiers.attributes.AttributeClassifier`'s weights on the *train*
 split of ``tests/data/facts/attributes.tsv`` only (logistic regression, class-balanced, over
-:func:`memos.text.attributes.attribute_features`) and picks the threshold by 5-fold
+:func:`memos.text.classifiers.attributes.attribute_features`) and picks the threshold by 5-fold
 cross-validation on that split, one per language (the highest that keeps the language's
 cross-validated recall at ``CV_RECALL``: an attribute dropped is still in the archive, talk
 kept costs a line of the facts section), then writes ``memos/text/attributes_model.json.gz``.
@@ -28,8 +28,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from memos.cli_bench import write_results
-from memos.text.attributes import ATTRIBUTES_FILE, AttributeClassifier, attribute_features, find_attributes
+from memos.cli.bench import write_results
+from memos.text.classifiers.attributes import ATTRIBUTES_FILE, AttributeClassifier, attribute_features, find_attributes
 from memos.text.sentences import split_sentences
 
 from .rules import SHARED_DATA, _commit, _rates, train_evaluate_args
@@ -142,7 +142,7 @@ def train(out: Path = ATTRIBUTES_FILE, *, progress: Callable[[str], None] = prin
     model.fit(x, y)
     weights = {str(n): round(float(w), 4) for n, w in zip(vec.get_feature_names_out(), model.coef_[0], strict=True)
                if abs(w) >= 1e-3}
-    doc = {"about": "memos attribute classifier: logistic regression over memos.text.attributes.attribute_features; "
+    doc = {"about": "memos attribute classifier: logistic regression over memos.text.classifiers.attributes.attribute_features; "
                     "fitted by benchmarks/attributes.py on the train split of tests/data/facts/attributes.tsv",
            "C": C, "thresholds": thresholds, "cv_on_train": cv_rates, "bias": round(float(model.intercept_[0]), 4),
            "weights": weights}

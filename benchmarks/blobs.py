@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from memos.cli_bench import write_results
+from memos.cli.bench import write_results
 
 from .rules import _commit
 

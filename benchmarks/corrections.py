@@ -4,7 +4,7 @@ email when the user corrects it without naming it ("Sorry, wrong number, it's �
     python -m benchmarks.corrections train     # needs scikit-learn: pip install -e '.[train]'
     python -m benchmarks.corrections evaluate --out benchmarks/results/corrections.json
 
-``train`` fits :class:`memos.text.corrections.CorrectionClassifier` on the *train* split of
+``train`` fits :class:`memos.text.classifiers.corrections.CorrectionClassifier` on the *train* split of
 ``tests/data/facts/corrections.tsv`` (corrections, and hard negatives: other people's numbers,
 new contacts given beside the old one, stories with "wrong" and "错", questions, confirmations),
 picks each language's threshold by 5-fold cross-validation there (the lowest score at which
@@ -32,8 +32,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from memos.cli_bench import write_results
-from memos.text.corrections import (
+from memos.cli.bench import write_results
+from memos.text.classifiers.corrections import (
     CORRECTIONS_FILE,
     contact_values,
     correction_context,
@@ -81,10 +81,10 @@ def _replaced(text: str, lang: str) -> bool | None:
     from sqlalchemy import create_engine
     from sqlalchemy.pool import StaticPool
 
-    from memos.extract import RuleExtractor
-    from memos.messages import Message
-    from memos.store import Store
+    from memos.core.messages import Message
+    from memos.storage.log import Store
     from memos.tiers.cold import ColdTier
+    from memos.tiers.extract import RuleExtractor
 
     found = [kv for s in split_sentences(text) for kv in contact_values(s)]
     if not found:
@@ -109,7 +109,7 @@ def _replaced(text: str, lang: str) -> bool | None:
 def _restates(text: str, lang: str) -> bool:
     """Whether the message states the key the old value was given under ("My email is …",
     "我的邮箱是…" again): the new value then replaces the old one as a keyed fact, correction or not."""
-    from memos.extract import RuleExtractor
+    from memos.tiers.extract import RuleExtractor
 
     extractor = RuleExtractor()
     keys = {a.key for said, old in _OLD.values() for a in extractor.stated_attributes(said.format(old))}
@@ -170,7 +170,7 @@ def train(out: Path = CORRECTIONS_FILE, *, progress: Callable[[str], None] = pri
     return fit_precision_first(
         [correction_features(ctx, value) for _, ctx, value in items], [r["label"] == "correction" for r, _, _ in items],
         [r["lang"] for r, _, _ in items], c=C, precision=PRECISION, out=out, progress=progress,
-        about="memos correction classifier: logistic regression over memos.text.rules.features of a value's "
+        about="memos correction classifier: logistic regression over memos.text.classifiers.rules.features of a value's "
               "context, the value masked; fitted by benchmarks/corrections.py on the train split of "
               "tests/data/facts/corrections.tsv")
 

@@ -133,7 +133,7 @@ def _check(store: Path, session: str, acked: set[str], report: CrashReport) -> N
     from sqlalchemy import text
 
     from memos import Memory, MemosSettings
-    from memos.paging.context import find_orphans
+    from memos.core.sections import find_orphans
 
     SharedSystemClient.clear_system_cache()  # as a new process sees it: Chroma caches clients by path
     mem = Memory(session, store=store, settings=MemosSettings(budget_tokens=BUDGET, background_indexing=False), tools=[])
@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {"benchmark": "crash", "params": {"kills": args.kills, "seed": args.seed, "budget": BUDGET},
               "results": [{"strategy": "memos", "metrics": {**asdict(report), "lost": len(report.lost), "ok": report.ok}}]}
     print(json.dumps(result, indent=2))
-    from memos.cli_bench import write_results
+    from memos.cli.bench import write_results
 
     write_results(result, "crash", args.out)
     return 0 if report.ok else 1

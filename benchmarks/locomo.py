@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 
 from memos.bench.locomo import load_locomo, run_locomo
-from memos.cli import main
+from memos.cli.app import main
 
 __all__ = ["load_locomo", "run_locomo"]
 

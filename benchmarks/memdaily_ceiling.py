@@ -31,9 +31,9 @@ from typing import Any
 from memos.bench.memdaily import load_memdaily, replay
 from memos.bench.scoring import context_text, evidence_recall, mean
 from memos.bench.strategies import make_strategy
-from memos.cli_bench import write_results
-from memos.paging.context import recall_message
-from memos.tokens import TokenCounter
+from memos.cli.bench import write_results
+from memos.core.sections import recall_message
+from memos.core.tokens import TokenCounter
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "memdaily"

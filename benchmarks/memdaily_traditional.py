@@ -23,7 +23,7 @@ import opencc
 
 from benchmarks.rules import _commit
 from memos.bench.memdaily import STRATEGIES, run_memdaily
-from memos.cli_bench import write_results
+from memos.cli.bench import write_results
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "memdaily"
 

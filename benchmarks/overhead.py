@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 
 from memos.bench.overhead import chat_messages, measure, run_overhead
-from memos.cli import main
+from memos.cli.app import main
 
 __all__ = ["chat_messages", "measure", "run_overhead"]
 

@@ -19,8 +19,8 @@ from typing import Any
 from memos.bench.memdaily import load_memdaily, replay
 from memos.bench.scoring import context_text, evidence_recall
 from memos.bench.strategies import embedding_model_name, make_strategy
-from memos.cli_bench import write_results
-from memos.tokens import TokenCounter
+from memos.cli.bench import write_results
+from memos.core.tokens import TokenCounter
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "memdaily"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 from memos.bench.prefeval import load_fillers, load_preferences, run_prefeval
-from memos.cli import main
+from memos.cli.app import main
 
 __all__ = ["load_fillers", "load_preferences", "run_prefeval"]
 

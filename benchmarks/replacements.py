@@ -6,7 +6,7 @@ an earlier one from a rule that holds beside it.
 
 "From now on, reply in Spanish." said after "Always reply in English." replaces it: the cold
 tier supersedes the old rule with the new one, and only the new one stays pinned. ``train``
-fits :class:`memos.text.replacements.ReplacementClassifier` on the *train* split of
+fits :class:`memos.text.classifiers.replacements.ReplacementClassifier` on the *train* split of
 ``tests/data/rules/replacements.tsv`` (pairs of an earlier rule and a later one, English and
 Chinese, written for it: replacements of every kind, with and without a word of change, and
 hard negatives: later rules on the same matter that hold beside the earlier one, many of them
@@ -41,8 +41,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from memos.cli_bench import write_results
-from memos.text.replacements import REPLACEMENTS_FILE, ReplacementClassifier, _terms, no_change_reason, pair_features
+from memos.cli.bench import write_results
+from memos.text.classifiers.replacements import REPLACEMENTS_FILE, ReplacementClassifier, _terms, no_change_reason, pair_features
 
 from .rules import _commit, _rates, fit_precision_first, load_corpus, train_evaluate_args
 
@@ -71,7 +71,7 @@ def train(out: Path = REPLACEMENTS_FILE) -> dict[str, Any]:
     return fit_precision_first([pair_features(r["old"], r["new"]) for r in rows], [r["label"] == "replaces" for r in rows],
                                [r["lang"] for r in rows], c=C, precision=PRECISION, out=out,
                                about="memos replacement classifier: logistic regression over "
-                                     "memos.text.replacements.pair_features; fitted by benchmarks/replacements.py "
+                                     "memos.text.classifiers.replacements.pair_features; fitted by benchmarks/replacements.py "
                                      "on the train split of tests/data/rules/replacements.tsv")
 
 

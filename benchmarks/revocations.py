@@ -6,7 +6,7 @@ lifts a rule the user set, and which rule it lifts.
 
 A sentence that lifts a rule ("I'm not vegetarian anymore", "出差不用只坐高铁了") closes the
 pinned rules it names (INVALIDATE), and is itself no rule. ``train`` fits
-:class:`memos.text.revocations.RevocationClassifier` on the *train* splits of
+:class:`memos.text.classifiers.revocations.RevocationClassifier` on the *train* splits of
 ``tests/data/rules/revocations.tsv`` (sentences that lift a rule, and hard negatives: rules
 set with "anymore" / "不再", other people, cancelled bookings, questions) and of the rule
 corpus (``corpus.tsv``, every sentence a negative), and picks each language's threshold by
@@ -29,7 +29,7 @@ revocation that lifts no rule sets the rule it states); the benchmark-drawn sent
 which lifts a rule) it fires on; and, on ``tests/data/rules/lifts.tsv`` (each revocation of
 the file with the rule it lifts, as a user would have set it), with every rule of the same
 language and split current at once: how often a revocation lifts its own rule
-(:meth:`memos.tiers.facts.Invalidation.lifted`), is found, is found and lifts it, and how many
+(:meth:`memos.storage.facts.Invalidation.lifted`), is found, is found and lifts it, and how many
 other rules the found ones lift (some of those share its topic: "no meat" and "I'm
 vegetarian").
 """
@@ -43,16 +43,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from memos.cli_bench import write_results
-from memos.text.revocations import (
+from memos.cli.bench import write_results
+from memos.storage.facts import Invalidation
+from memos.text.classifiers.revocations import (
     REVOCATIONS_FILE,
     MiniLMRevocationClassifier,
     RevocationClassifier,
     default_revocation_classifier,
 )
-from memos.text.rules import features
+from memos.text.classifiers.rules import features
 from memos.text.sentences import split_sentences
-from memos.tiers.facts import Invalidation
 
 from .rules import (
     SHARED_DATA,
@@ -87,9 +87,9 @@ def load_lifts(path: Path = LIFTS) -> list[dict[str, str]]:
 def _invalidations(text: str, classifier: RevocationClassifier) -> list[Invalidation]:
     """The revocations the offline extractor, with ``classifier``, proposes for a user message
     (the n-gram rule model judges whether one states a rule of its own)."""
-    from memos.extract import RuleExtractor
-    from memos.messages import Message
-    from memos.text.rules import default_classifier
+    from memos.core.messages import Message
+    from memos.text.classifiers.rules import default_classifier
+    from memos.tiers.extract import RuleExtractor
 
     found = RuleExtractor(detector=default_classifier(), revocations=classifier).extract(
         [Message("m1", 1, {"role": "user", "content": text}, 0)])
@@ -103,11 +103,11 @@ def _kept(text: str, classifier: RevocationClassifier) -> bool:
     from sqlalchemy import create_engine
     from sqlalchemy.pool import StaticPool
 
-    from memos.extract import RuleExtractor
-    from memos.messages import Message
-    from memos.store import Store
-    from memos.text.rules import default_classifier
+    from memos.core.messages import Message
+    from memos.storage.log import Store
+    from memos.text.classifiers.rules import default_classifier
     from memos.tiers.cold import ColdTier
+    from memos.tiers.extract import RuleExtractor
 
     detector = default_classifier()
     if not any(j.is_rule for j in detector.judge(split_sentences(text))):
@@ -190,7 +190,7 @@ def train(out: Path = REVOCATIONS_FILE, *, progress: Callable[[str], None] = pri
     return fit_precision_first(
         [features(r["text"]) for r in rows], [r["label"] == "revoke" for r in rows], [r["lang"] for r in rows],
         c=C, precision=PRECISION, out=out, progress=progress,
-        about="memos revocation classifier: logistic regression over memos.text.rules.features; fitted by "
+        about="memos revocation classifier: logistic regression over memos.text.classifiers.rules.features; fitted by "
               "benchmarks/revocations.py on the train splits of tests/data/rules/revocations.tsv and corpus.tsv")
 
 

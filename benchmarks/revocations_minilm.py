@@ -6,7 +6,7 @@
 Reads the English *train* splits of ``tests/data/rules/revocations.tsv`` (revocations and hard
 negatives, among them requests that restate a rule in its words) and of the rule corpus (every
 sentence a negative), takes each sentence's vector from
-:meth:`memos.text.rules_minilm.MiniLMRuleClassifier.vectors`, and fits a class-balanced
+:meth:`memos.text.classifiers.rules_minilm.MiniLMRuleClassifier.vectors`, and fits a class-balanced
 logistic regression on them (``C``). Its threshold, on the mean of its log-odds and the n-gram
 model's, is chosen as the n-gram model's is: the lowest score at which the 5-fold
 cross-validated precision of that mean reaches ``PRECISION`` (both models fitted on four
@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from memos.text.revocations import REVOCATIONS_MINILM_FILE
-from memos.text.rules import features
-from memos.text.rules_minilm import MINILM_FILE
+from memos.text.classifiers.revocations import REVOCATIONS_MINILM_FILE
+from memos.text.classifiers.rules import features
+from memos.text.classifiers.rules_minilm import MINILM_FILE
 
 from .revocations import PRECISION, load_revocations
 from .revocations import C as NGRAM_C
@@ -56,7 +56,7 @@ def train(model_dir: Path, out: Path = REVOCATIONS_MINILM_FILE) -> dict[str, Any
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import StratifiedKFold, cross_val_predict
 
-    from memos.text.rules_minilm import MiniLMRuleClassifier
+    from memos.text.classifiers.rules_minilm import MiniLMRuleClassifier
 
     rows = english_train()
     texts = [r["text"] for r in rows]

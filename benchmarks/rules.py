@@ -3,7 +3,7 @@
     python -m benchmarks.rules train      # needs scikit-learn: pip install -e '.[train]'
     python -m benchmarks.rules evaluate --out benchmarks/results/rules.json
 
-``train`` fits :class:`memos.text.rules.RuleClassifier`'s weights on the *train* split of
+``train`` fits :class:`memos.text.classifiers.rules.RuleClassifier`'s weights on the *train* split of
 ``tests/data/rules/corpus.tsv`` only (logistic regression, class-balanced; for Chinese a model
 of its own over features present or absent, scaled by their naive Bayes log-count ratios) and
 picks each language's threshold by 5-fold cross-validation on that split (the highest score
@@ -39,9 +39,9 @@ from typing import Any
 
 import opencc
 
-from memos.cli_bench import write_results
-from memos.text import rules_minilm
-from memos.text.rules import MODEL_FILE, RuleDetector, bare, default_classifier, default_detector, features
+from memos.cli.bench import write_results
+from memos.text.classifiers import rules_minilm
+from memos.text.classifiers.rules import MODEL_FILE, RuleDetector, bare, default_classifier, features
 from memos.text.sentences import split_sentences
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -232,7 +232,7 @@ def train(out: Path = MODEL_FILE, *, progress: Callable[[str], None] = print) ->
     kind_model = LogisticRegression(C=4.0, max_iter=5000, class_weight="balanced").fit(x[pos], kind_y)
     kind = {str(n): round(float(w), 4) for n, w in zip(names, kind_model.coef_[0], strict=False) if abs(w) >= 1e-3}
     doc = {
-        "about": "memos rule classifier: logistic regression over memos.text.rules.features; "
+        "about": "memos rule classifier: logistic regression over memos.text.classifiers.rules.features; "
                  "fitted by benchmarks/rules.py on the train split of tests/data/rules/corpus.tsv",
         "C": C,
         "thresholds": thresholds,
@@ -271,7 +271,7 @@ def fit_precision_first(feats: Sequence[dict[str, float]], labels: Sequence[bool
                         c: float, precision: float, about: str, out: Path,
                         progress: Callable[[str], None] = print) -> dict[str, Any]:
     """Fit a class-balanced logistic regression on ``feats`` and write it as a
-    :class:`memos.text.linear.LinearModel` file at ``out``; each language's threshold is the
+    :class:`memos.text.classifiers.linear.LinearModel` file at ``out``; each language's threshold is the
     lowest score at which its 5-fold cross-validated precision reaches ``precision`` (for
     classifiers whose false positives cost more than their misses). Needs scikit-learn."""
     import numpy as np

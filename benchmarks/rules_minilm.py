@@ -9,7 +9,7 @@ and layer norm: 30,720 numbers; "BitFit", Ben Zaken et al. 2022) and a linear he
 mean-pooled output, 6 epochs, on four fifths of that split (a sentence's fifth is set by its
 id: sentences added later leave the others where they were), once from each of
 ``INIT_SEEDS`` (the head's initialisation and the batch order). Sentences are read as
-:func:`memos.text.rules.bare` gives them, as the classifier reads them.
+:func:`memos.text.classifiers.rules.bare` gives them, as the classifier reads them.
 The threshold on the mean of the two models' log-odds (the n-gram model fitted on the same
 four fifths) is the highest that keeps recall at ``CV_RECALL`` (0.95, the recall a rule
 detector must reach) plus one standard error of that estimate on the fifth left out, which
@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from memos.text.rules import bare, features
-from memos.text.rules_minilm import MINILM_FILE
+from memos.text.classifiers.rules import bare, features
+from memos.text.classifiers.rules_minilm import MINILM_FILE
 
 from .rules import fit_on_model_dir, id_folds, load_corpus
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from memos import Memory, MemosSettings
-from memos.cli_bench import write_results
+from memos.cli.bench import write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 

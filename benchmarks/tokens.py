@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 from memos.bench.tokens import plot_tokens_per_turn, run_tokens, tool_session
-from memos.cli import main
+from memos.cli.app import main
 
 __all__ = ["plot_tokens_per_turn", "run_tokens", "tool_session"]
 

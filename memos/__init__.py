@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import logging
 
-from .config import DEFAULT_SETTINGS, MemosSettings
-from .errors import BudgetExceeded, InvalidMessage, InvalidNamespace, MemosError, PinLimitExceeded
-from .memory import Memory, MemoryStats, PagingEvent, Rollback
-from .memory_store import MemoryStore, UserDeletion
-from .messages import Message
+from .core.config import DEFAULT_SETTINGS, MemosSettings
+from .core.errors import BudgetExceeded, InvalidMessage, InvalidNamespace, MemosError, PinLimitExceeded
+from .core.messages import Message
+from .core.tokens import TokenCounter
 from .paging.guards import (
     ALLOW_ALL,
     ConstraintGuard,
@@ -23,9 +22,10 @@ from .paging.guards import (
     ToolChainGuard,
     Verdict,
 )
+from .session.memory import Memory, MemoryStats, PagingEvent, Rollback
+from .session.store import MemoryStore, UserDeletion
 from .tiers.archival import Hit
 from .tiers.cold import Fact, ForgetRecord
-from .tokens import TokenCounter
 
 __all__ = [
     "ALLOW_ALL",

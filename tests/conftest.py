@@ -85,9 +85,9 @@ def store(tmp_path: Path) -> Iterator[str]:
 
 @pytest.fixture
 def engine(store: str) -> Iterator[Any]:
-    """The engine of a :class:`memos.store.Store` on ``store``, its connections released after
+    """The engine of a :class:`memos.storage.log.Store` on ``store``, its connections released after
     the test (a PostgreSQL test database is dropped then)."""
-    from memos.store import Store
+    from memos.storage.log import Store
 
     opened = Store(store)
     yield opened.engine

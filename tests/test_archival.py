@@ -17,11 +17,11 @@ from sqlalchemy import update
 from sqlmodel import col
 
 from memos import Memory, MemosSettings
-from memos.embeddings import MiniLMEmbedder, load_embedder
-from memos.paging.context import PRESSURE_HEADER, RECALL_HEADER
+from memos.core.sections import PRESSURE_HEADER, RECALL_HEADER
+from memos.storage.items import ArchiveItem
+from memos.text.embeddings import MiniLMEmbedder, load_embedder
 from memos.text.terms import content_terms
 from memos.tiers.archival import rrf
-from memos.tiers.items import ArchiveItem
 from memos.tiers.warm import EARLIER, OLDEST
 from tests.conftest import EMBEDDING_DIR, assistant, needs_model, tool_chain, user
 
@@ -478,7 +478,7 @@ def test_empty_is_true_until_something_of_this_namespace_is_archived(store):
 
 @needs_model
 def test_the_english_model_leaves_chinese_queries_to_keyword_search(store, monkeypatch):
-    from memos.embeddings import OnnxEmbedder, covers
+    from memos.text.embeddings import OnnxEmbedder, covers
 
     emb = OnnxEmbedder(EMBEDDING_DIR)
     assert emb.name == "all-MiniLM-L6-v2" and emb.dim == 384 and emb.languages == frozenset({"en"})
@@ -511,7 +511,7 @@ def _hash_embedder(dim: int):
 def test_vectors_of_another_model_are_written_again_never_mixed(store, caplog):
     if "://" in store or os.environ.get("MEMOS_CHROMA_URL"):
         pytest.skip("the embedded Chroma folder is what this test reopens")
-    from memos.embeddings import ChromaEmbedder
+    from memos.text.embeddings import ChromaEmbedder
 
     first = Memory("m", store=store, embedder=ChromaEmbedder(_hash_embedder(32), name="hash-32"))
     for i in range(5):

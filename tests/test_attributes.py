@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from benchmarks.attributes import evaluate, load_corpus
-from memos.extract import RuleExtractor
-from memos.messages import Message
-from memos.text.attributes import AttributeClassifier, find_attributes
+from memos.core.messages import Message
+from memos.text.classifiers.attributes import AttributeClassifier, find_attributes
+from memos.tiers.extract import RuleExtractor
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "attributes.json"
 

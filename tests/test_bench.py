@@ -9,7 +9,7 @@ import pytest
 
 from memos.bench.scoring import answer_contained, context_text, evidence_recall, preference_in_context
 from memos.bench.strategies import STRATEGIES
-from memos.cli import main
+from memos.cli.app import main
 from tests.conftest import EMBEDDING_DIR, SHARED, needs_model
 
 LOCOMO = SHARED / "data" / "locomo" / "locomo7.json"
@@ -177,7 +177,7 @@ def test_benchmark_stores_are_removed_when_a_run_ends(tmp_path, monkeypatch):
     import tempfile
 
     from memos.bench.strategies import make_strategy
-    from memos.tokens import TokenCounter
+    from memos.core.tokens import TokenCounter
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where mkdtemp puts the stores,
     monkeypatch.setenv("TMPDIR", str(tmp_path))  # in the overhead benchmark's worker processes too

@@ -142,7 +142,7 @@ def test_a_store_that_cannot_be_opened_names_its_path_and_the_fix():
 
     import sqlalchemy.exc
 
-    from memos.cli import describe_error
+    from memos.cli.app import describe_error
 
     exc = sqlalchemy.exc.OperationalError("SELECT 1", {}, sqlite3.OperationalError("unable to open database file"))
     line = describe_error(exc, "/srv/readonly/memos.db")

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from memos import Memory
-from memos.store import Store
+from memos.storage.log import Store
 from memos.tiers.cold import ColdTier, Fact, FactCandidate, FactOp, decide
 from tests.conftest import assistant, tool_chain, user
 

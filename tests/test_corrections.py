@@ -11,11 +11,11 @@ import pytest
 from benchmarks.corrections import evaluate, instances, load_corrections
 from benchmarks.rules import load_corpus
 from memos import Memory
-from memos.patterns import value_kind
-from memos.text.corrections import CorrectionClassifier, default_correction_classifier
+from memos.storage.facts import CORRECTION_WINDOW
+from memos.text.classifiers.corrections import CorrectionClassifier, default_correction_classifier
+from memos.text.patterns import value_kind
 from memos.text.sentences import split_sentences
 from memos.tiers.cold import ColdTier, FactCandidate
-from memos.tiers.facts import CORRECTION_WINDOW
 from tests.conftest import assistant, user
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "corrections.json"

@@ -14,7 +14,7 @@ from sqlalchemy import inspect
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
 from memos import Memory, MemoryStore, MemosSettings
-from memos.transfer import export_messages
+from memos.session.transfer import export_messages
 
 from .conftest import POSTGRES, assistant, needs_model, user
 
@@ -287,7 +287,7 @@ def test_forget_drops_a_demotion_planned_before_it(store):
     """A demotion another session prepares in the background, from the summary that held the
     value, is not applied after the forget: it would write the value back (summary, archived
     summary, facts)."""
-    from memos.llm import LLMConfig
+    from memos.adapters.llm import LLMConfig
 
     from .llm_server import FakeOpenAI
 
@@ -325,7 +325,7 @@ def test_forget_drops_a_demotion_planned_before_it(store):
         other.close()
     reopened = MemoryStore(store)
     with Session(reopened.engine) as s:  # nor in any summary version or archived item
-        from memos.store import SummaryRow
+        from memos.storage.log import SummaryRow
         from memos.tiers.archival import WITHOUT_TOKENS, ArchiveItem
 
         assert not [r.version for r in s.exec(select(SummaryRow)).all() if number in r.text]
@@ -342,7 +342,7 @@ def test_erased_values_leave_no_copy_in_the_unused_space_of_live_pages(store):
     import random
     from collections import Counter
 
-    from memos.tiers.facts import FactCandidate
+    from memos.storage.facts import FactCandidate
 
     ms = MemoryStore(store)
     ids = {u: [f"{u.upper()}-{n:05d}-{(n * 7919) % 10000:04d}" for n in range(1000)] for u in ("ana", "bob")}

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from memos.cli import main
+from memos.cli.app import main
 from memos.demo import CONSTRAINTS, IDENTIFIERS, demo_session, run_demo
 
 
@@ -71,7 +71,7 @@ def test_cli_rejects_bad_arguments_with_a_message():
 
 def test_every_identifier_of_the_session_is_in_the_context_or_the_facts(replay):
     from memos import Memory
-    from memos.patterns import find_identifiers
+    from memos.text.patterns import find_identifiers
 
     store, result = replay
     texts = []

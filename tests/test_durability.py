@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from benchmarks.crash import run_kills
 from memos import InvalidMessage, InvalidNamespace, Memory, MemosSettings
-from memos.cli import main
-from memos.paging.context import RECALL_HEADER, find_orphans
-from memos.transfer import export_messages, import_messages
+from memos.cli.app import main
+from memos.core.sections import RECALL_HEADER, find_orphans
+from memos.session.transfer import export_messages, import_messages
 from tests.conftest import POSTGRES, assistant, needs_model, tool_chain, user
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -164,7 +164,7 @@ def test_a_bad_import_adds_nothing(store, tmp_path):
 
 _OPEN_AT_ONCE = """
 import os, sys, time
-from memos.store import Store
+from memos.storage.log import Store
 print("READY", flush=True)
 while not os.path.exists(sys.argv[2]):
     time.sleep(0.001)

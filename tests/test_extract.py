@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from memos.extract import ADDRESS, RuleExtractor, identifier_facts, message_source
-from memos.messages import Message
+from memos.core.messages import Message
+from memos.core.tokens import default_counter
 from memos.paging.guards import is_promise
-from memos.text.revocations import RevocationClassifier
-from memos.text.rules import RuleClassifier, default_classifier
-from memos.tokens import default_counter
+from memos.text.classifiers.revocations import RevocationClassifier
+from memos.text.classifiers.rules import RuleClassifier, default_classifier
+from memos.tiers.extract import ADDRESS, RuleExtractor, identifier_facts, message_source
 from tests.conftest import assistant, tool_chain, user
 
 

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memos import BudgetExceeded, Memory, MemosSettings, PinLimitExceeded
-from memos.paging.context import PINNED_HEADER, PRESSURE_HEADER, RECALL_HEADER, SUMMARY_HEADER, find_orphans
+from memos.core.sections import PINNED_HEADER, PRESSURE_HEADER, RECALL_HEADER, SUMMARY_HEADER, find_orphans
 from tests.conftest import assistant, needs_model, user
 from tests.test_rules import load_corpus
 
@@ -403,7 +403,7 @@ def test_a_short_message_that_states_two_rules_is_shown_once(make_memory):
 
 
 def test_ranking_by_meaning_gives_way_to_words_when_the_model_is_missing_or_fails(caplog):
-    from memos.embeddings import Similarities
+    from memos.text.embeddings import Similarities
 
     assert Similarities(lambda: None)("find a seafood place", ["I won't eat shellfish."]) is None
 
@@ -422,7 +422,7 @@ def test_ranking_by_meaning_gives_way_to_words_when_the_model_is_missing_or_fail
 
 @needs_model
 def test_the_english_model_does_not_rank_a_chinese_question_by_meaning():
-    from memos.embeddings import Similarities, load_embedder
+    from memos.text.embeddings import Similarities, load_embedder
 
     sims = Similarities(load_embedder)
     assert sims("帮我订一张去北京的机票。", ["出差只坐高铁，不坐飞机。"]) is None  # words rank instead
@@ -436,7 +436,7 @@ class _Unsure:
     def judge(self, sentences):
         from dataclasses import replace
 
-        from memos.text.rules import default_detector
+        from memos.text.classifiers.detector import default_detector
 
         return [replace(j, score=0.45) if j.is_rule else j for j in default_detector().judge(sentences)]
 
@@ -444,7 +444,7 @@ class _Unsure:
 def test_a_rule_is_pinned_once_whichever_of_its_lines_ranks_first(make_memory):
     # the pinned message ("Never book ...") ranks before the fact holding the whole message
     # (less sure); the fact holds the message's words, so it shows them, once
-    from memos.extract import RuleExtractor
+    from memos.tiers.extract import RuleExtractor
 
     mem = make_memory(budget=1024, extractor=RuleExtractor(detector=_Unsure()))
     mem.add(user("The Lisbon trip was lovely. Never book me on a red-eye flight."))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memos import ALLOW_ALL, ConstraintGuard, PinGuard, RecencyGuard, ToolChainGuard, Verdict
-from memos.messages import Message
+from memos.core.messages import Message
 from memos.paging.guards import GuardContext, extract_constraints, is_constraint
 from memos.tiers.hot import Unit, group_units
 from tests.conftest import tool_chain, user

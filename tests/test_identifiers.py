@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memos import Memory, MemosSettings
-from memos.patterns import find_codes, find_identifiers, fold
+from memos.core.tokens import default_counter
+from memos.text.patterns import find_codes, find_identifiers, fold
 from memos.tiers.hot import clip_json
 from memos.tiers.warm import ExtractiveSummarizer, SummaryPlan
-from memos.tokens import default_counter
 
 
 class DroppingSummarizer:

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from memos.tiers.vectors import Indexer
+from memos.storage.vectors import Indexer
 
 
 class _Queue:

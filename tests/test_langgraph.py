@@ -10,8 +10,8 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langchain_openai import ChatOpenAI
 from langgraph.graph import END, START, MessagesState, StateGraph
 
+from memos.core.tokens import default_counter
 from memos.integrations.langgraph import MemosChatHistory
-from memos.tokens import default_counter
 from tests.llm_server import FakeOpenAI
 
 FILLER = "Tell me about the old railway line up the Douro valley and the villages along it, stop by stop. "

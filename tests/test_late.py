@@ -12,8 +12,8 @@ from hypothesis.extra.numpy import arrays
 from sqlmodel import Session, select
 
 from memos import Memory
-from memos.embeddings import ChromaEmbedder, TokenStates, load_embedder
-from memos.memory_store import MemoryStore
+from memos.session.store import MemoryStore
+from memos.text.embeddings import ChromaEmbedder, TokenStates, load_embedder
 from memos.tiers import late
 from memos.tiers.archival import ArchiveItem
 from tests.conftest import EMBEDDING_DIR, needs_model, user

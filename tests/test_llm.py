@@ -12,10 +12,10 @@ import openai
 import pytest
 
 from memos import Memory, MemosSettings
-from memos.llm import LLMConfig, LLMError, LLMSummarizer, complete, make_client
-from memos.llm.summarizer import SUMMARY_INSTRUCTIONS
-from memos.messages import Message
-from memos.paging.context import is_section
+from memos.adapters.llm import LLMConfig, LLMError, LLMSummarizer, complete, make_client
+from memos.adapters.llm.summarizer import SUMMARY_INSTRUCTIONS
+from memos.core.messages import Message
+from memos.core.sections import is_section
 from memos.tiers.warm import SummaryPlan
 from tests.conftest import assistant, tool_chain, user
 from tests.llm_server import FakeOpenAI
@@ -187,7 +187,7 @@ def test_memos_chat_runs_50_turns_from_stdin(server, tmp_path):
 def test_background_compaction_keeps_the_turn_going_and_the_context_valid(server, store):
     import threading
 
-    from memos.paging.context import find_orphans
+    from memos.core.sections import find_orphans
 
     server.hold = threading.Event()  # the summariser answers only when the test says so
     settings = MemosSettings(budget_tokens=1500, background_compaction=True)
@@ -211,8 +211,8 @@ def test_background_compaction_keeps_the_turn_going_and_the_context_valid(server
 
 
 def test_llm_fact_operations_become_cold_tier_changes(server, tmp_path):
-    from memos.llm import LLMFactExtractor
-    from memos.store import Store
+    from memos.adapters.llm import LLMFactExtractor
+    from memos.storage.log import Store
     from memos.tiers.cold import ColdTier, FactCandidate, fact_key
 
     cold = ColdTier(Store(tmp_path / "f.db").engine, "u/a/s")

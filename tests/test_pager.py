@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from memos import ALLOW_ALL, ConstraintGuard, RecencyGuard, ToolChainGuard
-from memos.messages import Message
+from memos.core.messages import Message
 from memos.paging.pager import find_cut_point, find_soft_compactions
 from memos.tiers.hot import group_units
 from tests.conftest import tool_chain, user

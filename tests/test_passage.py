@@ -7,10 +7,10 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memos.core.tokens import default_counter
 from memos.text.passage import best_passage
 from memos.text.sentences import split_sentences
 from memos.text.terms import content_terms
-from memos.tokens import default_counter
 
 from .conftest import assistant, user
 

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from memos import Memory, MemosSettings, PinLimitExceeded
-from memos.paging.context import PINNED_HEADER, find_orphans
+from memos.core.sections import PINNED_HEADER, find_orphans
 
 WORDS = ["order", "ORD-4411", "hotel", "flight", "weather", "search", "result", "again", "details", "Lisbon", "price", "€45"]
 

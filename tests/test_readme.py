@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from memos.config import DEFAULT_SETTINGS, MemosSettings
+from memos.core.config import DEFAULT_SETTINGS, MemosSettings
 from tests.llm_server import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,5 +1,5 @@
 """A rule that replaces an earlier one supersedes it; rules on the same matter that hold
-together both stay (memos.text.replacements, the cold tier)."""
+together both stay (memos.text.classifiers.replacements, the cold tier)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.replacements import evaluate, load_pairs
-from memos.text.replacements import (
+from memos.storage.facts import CHANGES, fact_key, rule_said
+from memos.text.classifiers.replacements import (
     MAX_TERMS,
     ReplacementClassifier,
     _terms,
@@ -23,7 +24,6 @@ from memos.text.replacements import (
     quantity_kinds,
 )
 from memos.tiers.cold import ColdTier, FactCandidate
-from memos.tiers.facts import CHANGES, fact_key, rule_said
 from tests.test_rules import use_rule_model
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "replacements.json"

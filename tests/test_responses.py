@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from openai import OpenAI
 
 from memos import InvalidMessage, Memory
-from memos.responses import from_items, to_items, to_tools
+from memos.core.responses import from_items, to_items, to_tools
 from tests.llm_server import FakeOpenAI
 
 FILLER = ("Tell me about the old railway line along the Douro, the river boats and which villages "

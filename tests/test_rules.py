@@ -11,11 +11,11 @@ import opencc
 import pytest
 
 from benchmarks.rules import MESSAGES, evaluate, load_benchmark_sentences, load_corpus
-from memos.text.rules import (
+from memos.text.classifiers.detector import default_detector
+from memos.text.classifiers.rules import (
     RuleClassifier,
     bare,
     default_classifier,
-    default_detector,
     features,
     has_words,
     in_a_language_read,
@@ -23,7 +23,7 @@ from memos.text.rules import (
     named_subject,
     unquoted,
 )
-from memos.text.rules_minilm import MiniLMRuleClassifier
+from memos.text.classifiers.rules_minilm import MiniLMRuleClassifier
 from memos.text.script import simplified
 from memos.text.sentences import split_sentences
 from tests.conftest import EMBEDDING_DIR, HAVE_MODEL, needs_data, needs_model
@@ -248,38 +248,38 @@ def test_benchmark_drawn_sentences_are_read_by_reference():
 
 
 def test_the_rule_model_setting_is_checked(monkeypatch):
-    import memos.text.rules as rules
+    import memos.text.classifiers.detector as detector
 
-    monkeypatch.setattr(rules, "_DEFAULT", None)
+    monkeypatch.setattr(detector, "_DEFAULT", None)
     monkeypatch.setenv("MEMOS_RULE_MODEL", "bert")
     with pytest.raises(ValueError, match="MEMOS_RULE_MODEL must be 'auto', 'minilm' or 'ngrams'"):
-        rules.default_detector()
+        detector.default_detector()
     monkeypatch.setenv("MEMOS_RULE_MODEL", "ngrams")
-    assert rules.default_detector() is default_classifier()
+    assert detector.default_detector() is default_classifier()
 
 
 def test_by_default_minilm_judges_only_when_the_model_is_on_disk(monkeypatch, tmp_path):
-    import memos.text.rules as rules
+    import memos.text.classifiers.detector as detector
 
-    monkeypatch.setattr(rules, "_DEFAULT", None)
+    monkeypatch.setattr(detector, "_DEFAULT", None)
     monkeypatch.delenv("MEMOS_RULE_MODEL", raising=False)
     monkeypatch.delenv("MEMOS_EMBEDDING_MODEL_DIR", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))  # no model in Chroma's cache either
-    assert rules.default_detector() is default_classifier()
+    assert detector.default_detector() is default_classifier()
     assert not (tmp_path / ".cache").exists()  # and nothing was downloaded
     if HAVE_MODEL:
-        monkeypatch.setattr(rules, "_DEFAULT", None)
+        monkeypatch.setattr(detector, "_DEFAULT", None)
         monkeypatch.setenv("MEMOS_EMBEDDING_MODEL_DIR", str(EMBEDDING_DIR))
-        assert isinstance(rules.default_detector(), MiniLMRuleClassifier)
+        assert isinstance(detector.default_detector(), MiniLMRuleClassifier)
 
 
 @needs_model
 def test_minilm_is_used_when_asked_and_pins_what_it_judges(monkeypatch, make_memory):
-    import memos.text.rules as rules
+    import memos.text.classifiers.detector as detector
 
-    monkeypatch.setattr(rules, "_DEFAULT", None)
+    monkeypatch.setattr(detector, "_DEFAULT", None)
     monkeypatch.setenv("MEMOS_RULE_MODEL", "minilm")
-    assert isinstance(rules.default_detector(), MiniLMRuleClassifier)
+    assert isinstance(detector.default_detector(), MiniLMRuleClassifier)
     mem = make_memory(budget=2048)
     mem.add({"role": "user", "content": "Skip red-eye flights entirely."})
     # stories the n-gram model alone takes for rules (0.72 and 0.82)
@@ -331,11 +331,11 @@ CHATTY_RULES = [CHATTY_EN[9], CHATTY_EN[17], CHATTY_ZH[6]]
 def use_rule_model(model: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Make ``model`` ('minilm' or 'ngrams') the rule model memos loads next (skip without the
     embedding model for 'minilm')."""
-    import memos.text.rules as rules
+    import memos.text.classifiers.detector as detector
 
     if model == "minilm" and not HAVE_MODEL:
         pytest.skip("needs the embedding model (MEMOS_EMBEDDING_MODEL_DIR)")
-    monkeypatch.setattr(rules, "_DEFAULT", None)
+    monkeypatch.setattr(detector, "_DEFAULT", None)
     monkeypatch.setenv("MEMOS_RULE_MODEL", model)
 
 
@@ -415,7 +415,7 @@ def test_the_revocation_sets_are_their_own_and_their_recorded_results_are_those_
     for name in names:
         assert doc["results"][name] == now[name], name
     if HAVE_MODEL:  # what memos uses where the MiniLM rule model loads
-        from memos.text.revocations import MiniLMRevocationClassifier
+        from memos.text.classifiers.revocations import MiniLMRevocationClassifier
 
         minilm = MiniLMRevocationClassifier(MiniLMRuleClassifier(EMBEDDING_DIR))
         now = evaluate_revocations(minilm, data=tmp_path / "absent")["results"]
@@ -499,10 +499,10 @@ def test_a_request_that_restates_a_rule_leaves_it_in_force(monkeypatch, make_mem
     # the n-gram revocation weights fitted before the restating requests took both requests
     # for revocations (0.79 and 0.82: they name the rule's words, one says "again"; 0.55 and
     # 0.58 now); neither sentence is in a corpus
-    import memos.text.rules as rules
-    from memos.text.revocations import MiniLMRevocationClassifier, default_revocation_classifier
+    import memos.text.classifiers.detector as detector
+    from memos.text.classifiers.revocations import MiniLMRevocationClassifier, default_revocation_classifier
 
-    monkeypatch.setattr(rules, "_DEFAULT", None)
+    monkeypatch.setattr(detector, "_DEFAULT", None)
     monkeypatch.setenv("MEMOS_RULE_MODEL", "auto")
     assert isinstance(default_revocation_classifier(), MiniLMRevocationClassifier)
     for rule, request in [("Always avoid toll roads when you plan my drives.", "Map out the drive to Faro avoiding tolls."),
@@ -580,7 +580,7 @@ def test_the_revocation_head_was_fitted_on_the_shipped_rule_weights():
     import numpy as np
 
     from benchmarks.revocations_minilm import rule_weights_sha256
-    from memos.text.revocations import REVOCATIONS_MINILM_FILE
+    from memos.text.classifiers.revocations import REVOCATIONS_MINILM_FILE
 
     fitted_on = str(np.load(REVOCATIONS_MINILM_FILE)["encoder_sha256"])
     assert fitted_on == rule_weights_sha256(), \
@@ -618,10 +618,10 @@ def test_the_items_of_a_list_of_rules_are_pinned_with_its_heading(model, monkeyp
 
 @pytest.mark.parametrize("model", ["minilm", "ngrams"])
 def test_judge_each_judges_each_text_as_a_message_of_its_own(model, monkeypatch):
-    import memos.text.rules as rules
+    import memos.text.classifiers.detector as detector
 
     use_rule_model(model, monkeypatch)
-    detector = rules.default_detector()
+    detector = detector.default_detector()
     texts = ["My rules: no pork", "no pork", "Things I did: at most 3 hours of sleep", "我的要求，只订高铁", "window seat"]
     assert detector.judge_each(texts) == [detector.judge([t])[0] for t in texts]
     assert [j.is_rule for j in detector.judge(texts)] != [j.is_rule for j in detector.judge_each(texts)]  # no 0.85 bar

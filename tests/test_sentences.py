@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from memos.extract import RuleExtractor
-from memos.messages import Message
+from memos.core.messages import Message
 from memos.text.sentences import split_sentences, without_code
+from memos.tiers.extract import RuleExtractor
 
 
 @pytest.mark.parametrize(("text", "sentences"), [

@@ -7,7 +7,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from memos import MemosSettings, PinLimitExceeded
-from memos.tokens import IMAGE_TOKENS, IMAGE_TOKENS_LOW, PER_MESSAGE, REPLY_PRIMING, TokenCounter
+from memos.core.tokens import IMAGE_TOKENS, IMAGE_TOKENS_LOW, PER_MESSAGE, REPLY_PRIMING, TokenCounter
 from tests.conftest import EMBEDDING_DIR, assistant, needs_model, tool_chain, user
 
 
@@ -151,7 +151,7 @@ def test_an_image_never_reaches_summaries_transcripts_or_the_archive_as_bytes(ma
 
 
 def test_inspect_previews_an_image_message_without_its_bytes(make_memory):
-    from memos.transfer import snapshot
+    from memos.session.transfer import snapshot
 
     mem = make_memory(budget=2048)
     mem.add({"role": "user", "content": [{"type": "text", "text": "Is this my lost suitcase?"}, _image()]})

@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memos import Memory
-from memos.paging.context import RECALL_HEADER
-from memos.tools_schema import REGISTRY, TOOLS
+from memos.adapters.tools import REGISTRY, TOOLS
+from memos.core.sections import RECALL_HEADER
 from tests.conftest import user
 
 

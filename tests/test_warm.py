@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from memos.messages import Message
+from memos.core.messages import Message
+from memos.core.tokens import TokenCounter
 from memos.tiers.warm import EARLIER, OLDEST, ExtractiveSummarizer, SummaryPlan, fit_summary, layers, prepare_summary
-from memos.tokens import TokenCounter
 from tests.conftest import assistant, tool_chain, user
 
 COUNTER = TokenCounter()

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..tokens import TokenCounter
+from ..core.tokens import TokenCounter
 from .datafiles import read_json, shaped_as
 from .progress import ProgressFn
 from .scoring import answer_contained, context_text, evidence_recall, mean
@@ -103,14 +103,14 @@ class LLMJudge:
     whether that answer matches the gold one (the LLM-as-judge protocol of memory benchmarks)."""
 
     def __init__(self, config: Any) -> None:
-        from ..llm import make_client
+        from ..adapters.llm import make_client
 
         self.config = config
         self.client = make_client(config)
         self.calls = 0
 
     def _ask(self, messages: list[dict[str, Any]]) -> str:
-        from ..llm.client import complete
+        from ..adapters.llm.client import complete
 
         self.calls += 1
         reply = complete(self.client, self.config, messages, max_tokens=64)
@@ -138,7 +138,7 @@ def run_locomo(
 ) -> dict[str, Any]:
     """Run the benchmark; returns the JSON-able result (see ``memos bench locomo``).
 
-    With ``llm`` (an :class:`~memos.llm.LLMConfig`), every prompt is also answered by the
+    With ``llm`` (an :class:`~memos.adapters.llm.LLMConfig`), every prompt is also answered by the
     model and the answer judged by it: ``llm_accuracy`` overall and by category."""
     counter = TokenCounter()
     judge = LLMJudge(llm) if llm is not None else None

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..tokens import TokenCounter
+from ..core.tokens import TokenCounter
 from .datafiles import shaped_as
 from .progress import ProgressFn
 from .scoring import context_text, evidence_recall, mean

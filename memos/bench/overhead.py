@@ -29,7 +29,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..config import MemosSettings
+from ..core.config import MemosSettings
 from .progress import ProgressFn
 
 __all__ = ["VARIANTS", "chat_messages", "measure", "run_overhead"]
@@ -75,7 +75,7 @@ def measure(size: int, variant: str, turns: int = 300, budget: int = 4096, model
 
 def _measure(variant: str, size: int, turns: int, settings: MemosSettings, folder: Path, wait: float
              ) -> dict[str, Any]:
-    from ..memory import Memory
+    from ..session.memory import Memory
 
     recall = variant == "memos"
     if recall:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..tokens import TokenCounter
+from ..core.tokens import TokenCounter
 from .datafiles import read_json, shaped_as
 from .progress import ProgressFn
 from .scoring import context_text, mean, preference_in_context

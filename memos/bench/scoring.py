@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..messages import call_input
+from ..core.messages import call_input
 
 __all__ = ["answer_contained", "context_text", "evidence_recall", "mean", "preference_in_context"]
 

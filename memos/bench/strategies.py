@@ -35,21 +35,21 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..config import MemosSettings
-from ..embeddings import Embedder, TokenStates, load_embedder
-from ..extract import RuleExtractor
-from ..memory_store import MemoryStore
-from ..messages import Message
+from ..core.config import MemosSettings
+from ..core.messages import Message
+from ..core.tokens import TokenCounter
+from ..session.store import MemoryStore
+from ..text.embeddings import Embedder, TokenStates, load_embedder
 from ..tiers.archival import ChromaBackend, rrf
+from ..tiers.extract import RuleExtractor
 from ..tiers.warm import ExtractiveSummarizer, SummaryPlan
-from ..tokens import TokenCounter
 
 __all__ = ["ALL_STRATEGIES", "STRATEGIES", "bigram_terms", "CachedEmbedder", "Strategy", "embedding_model_name", "make_strategy",
            "shared_embedder"]
 
 
 class CachedEmbedder:
-    """An :class:`~memos.embeddings.Embedder` that remembers the vector of every text it saw."""
+    """An :class:`~memos.text.embeddings.Embedder` that remembers the vector of every text it saw."""
 
     def __init__(self, inner: Embedder) -> None:
         self.inner = inner

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..core.sections import find_orphans
+from ..core.tokens import TokenCounter
 from ..demo.session import CONSTRAINTS, SYSTEM_PROMPT, Step, Turn, demo_session
-from ..paging.context import find_orphans
-from ..tokens import TokenCounter
 from .progress import ProgressFn
 from .scoring import context_text
 from .strategies import STRATEGIES, make_strategy

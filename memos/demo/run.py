@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..extract import message_source
-from ..memory import Memory, PagingEvent
-from ..messages import without_results_of
-from ..paging.context import find_orphans
-from ..patterns import find_identifiers
+from ..core.messages import without_results_of
+from ..core.sections import find_orphans
+from ..session.memory import Memory, PagingEvent
+from ..text.patterns import find_identifiers
+from ..tiers.extract import message_source
 from .session import CONSTRAINTS, IDENTIFIERS, SYSTEM_PROMPT, Turn, demo_session
 
 __all__ = ["DemoResult", "plot_tokens", "run_demo"]

@@ -38,9 +38,9 @@ from langchain_core.messages import (  # noqa: E402
     convert_to_openai_messages,
 )
 
-from ..memory import Memory  # noqa: E402
-from ..messages import message_key  # noqa: E402
-from ..paging.context import is_section  # noqa: E402
+from ..core.messages import message_key  # noqa: E402
+from ..core.sections import is_section  # noqa: E402
+from ..session.memory import Memory  # noqa: E402
 
 __all__ = ["MemosChatHistory"]
 

@@ -33,8 +33,8 @@ from mcp.server.stdio import stdio_server  # noqa: E402
 from mcp_types.jsonrpc import INVALID_PARAMS  # noqa: E402
 
 from .. import __version__  # noqa: E402
-from ..memory import Memory  # noqa: E402
-from ..tools_schema import REGISTRY, check_prefix, run_tool  # noqa: E402
+from ..adapters.tools import REGISTRY, check_prefix, run_tool  # noqa: E402
+from ..session.memory import Memory  # noqa: E402
 
 __all__ = ["RESOURCES", "build_server", "serve"]
 

@@ -44,17 +44,17 @@ from agents import FunctionTool, RunConfig  # noqa: E402
 from agents.models.chatcmpl_converter import Converter  # noqa: E402
 from agents.run_config import CallModelData, ModelInputData  # noqa: E402
 
-from ..memory import Memory  # noqa: E402
-from ..messages import Message, message_key, message_text  # noqa: E402
-from ..paging.context import is_section  # noqa: E402
-from ..responses import to_items  # noqa: E402
-from ..tools_schema import AGENT_TOOLS, run_tool, tool_schemas  # noqa: E402
+from ..adapters.tools import AGENT_TOOLS, run_tool, tool_schemas  # noqa: E402
+from ..core.messages import Message, message_key, message_text  # noqa: E402
+from ..core.responses import to_items  # noqa: E402
+from ..core.sections import is_section  # noqa: E402
+from ..session.memory import Memory  # noqa: E402
 
 __all__ = ["MemosSession", "message_to_items"]
 
 
 def message_to_items(message: dict[str, Any]) -> list[dict[str, Any]]:
-    """One chat message as Responses input items (:func:`memos.responses.to_items`): a tool
+    """One chat message as Responses input items (:func:`memos.core.responses.to_items`): a tool
     message becomes a ``function_call_output``, an assistant message's tool calls become
     ``function_call`` items (after its text, if any), any other message an input message."""
     return to_items([message])
@@ -110,7 +110,7 @@ class MemosSession:
 
     def tools(self, names: str | Sequence[str] = AGENT_TOOLS) -> list[FunctionTool]:
         """memos' tools as SDK function tools (names prefixed with ``tool_prefix``; see
-        :func:`~memos.tools_schema.tool_schemas`). A bad call comes back to the model as an
+        :func:`~memos.adapters.tools.tool_schemas`). A bad call comes back to the model as an
         error result, never as an exception."""
         out = []
         for schema in (s["function"] for s in tool_schemas(self.tool_prefix, names)):

@@ -1,1 +1,2 @@
-"""Paging: the guard rules, the pager's pure policy functions, and context assembly."""
+"""Paging: the guard rules, the pager's pure policy, the compactor that applies it, the
+assembly of the prompt section by section, pins, and the compaction journal."""

@@ -20,9 +20,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
-from ..messages import as_roles
-from ..patterns import find_identifiers, fold
-from ..text.rules import default_detector, stated_rules
+from ..core.messages import as_roles
+from ..text.classifiers.detector import default_detector
+from ..text.classifiers.rules import stated_rules
+from ..text.patterns import fold, references
 from ..text.script import simplified
 from ..text.sentences import split_sentences
 from ..tiers.hot import Unit
@@ -44,7 +45,6 @@ __all__ = [
     "extract_constraints",
     "is_constraint",
     "is_promise",
-    "references",
     "split_sentences",
 ]
 
@@ -165,16 +165,9 @@ class ToolChainGuard(Guard):
         return Verdict.KEEP if unit.in_flight else Verdict.EVICT
 
 
-_TIME = re.compile(r"(?<![\d:])\d{1,2}:\d{2}(?![\d:])")
 # the assistant's own open commitments: "I'll book the 9:40 one once you confirm", "我会在你确认后预订"
 _PROMISE = re.compile(r"\b(?:i'll|i will|shall i|once you|when you confirm|as soon as you|if you confirm)\b"
                       r"|我会|我来|等你确认|你确认后|确认之后", re.IGNORECASE)
-
-
-@functools.lru_cache(maxsize=4096)
-def references(text: str) -> frozenset[str]:
-    """What a message points at that an older message may hold: identifiers and clock times."""
-    return frozenset(map(fold, find_identifiers(text))) | frozenset(_TIME.findall(text))
 
 
 class ReferenceGuard(Guard):
@@ -266,7 +259,7 @@ class PinGuard(Guard):
 
 def extract_constraints(text: str) -> list[str]:
     """The sentences of ``text`` that state rules the user sets (constraints or preferences),
-    in order, as the shipped classifier (:mod:`memos.text.rules`) judges them; a fenced code
+    in order, as the shipped classifier (:mod:`memos.text.classifiers.rules`) judges them; a fenced code
     block states none."""
     return [j.sentence for j in stated_rules(default_detector(), text)]
 

@@ -1,5 +1,6 @@
-"""Text rules every layer shares: sentences, identifiers, search terms, the rule classifier.
+"""Text: sentences, identifiers and patterns, search terms and the keyword tokeniser, scripts,
+embeddings, and the classifiers (with their shipped weights) that read what users say.
 
-Nothing here knows about messages, tiers or storage; the tiers and the pager import from
-here, never the other way round.
+Nothing here knows about tiers or storage; the layers above import from here, never the
+other way round.
 """

@@ -5,7 +5,7 @@ stays one word) and, for Chinese and Japanese, which have no spaces, every chara
 every two-character window of a run of Han characters, so ``预算`` is found inside
 ``我的预算不超过500元`` and an id glued to Chinese (``订单号是ORD-88123，``) is a word of its
 own. Full-width letters and digits and the other hyphens read as ASCII ones
-(:func:`memos.patterns.fold`: ``ＯＲＤ－８８１２３`` is ``ord-88123``; not with the ``LIKE``
+(:func:`memos.text.patterns.fold`: ``ＯＲＤ－８８１２３`` is ``ord-88123``; not with the ``LIKE``
 fallback below). :func:`query_terms` is
 the same tokeniser on a query, less stop words and single characters of a longer run, its
 first 128 (enough that a long message's question, which tends to come last, is still
@@ -36,7 +36,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
 
-from ..patterns import FOLD_TABLE, fold
+from .patterns import FOLD_TABLE, fold
 from .script import both_scripts
 from .terms import STOP_WORDS
 

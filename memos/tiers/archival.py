@@ -31,13 +31,13 @@ from sqlalchemy import update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, func, select
 
-from ..embeddings import Embedder, TokenStates, covers, token_states
-from ..patterns import find_codes
-from ..store import chunks
+from ..storage.items import ARCHIVE_KINDS, TURN_KINDS, WITHOUT_TOKENS, ArchiveItem, Hit, archive_keywords
+from ..storage.log import chunks
+from ..storage.vectors import ArchiveBackend, ChromaBackend, Indexer
+from ..text.embeddings import Embedder, TokenStates, covers, token_states
+from ..text.patterns import find_codes
 from ..text.search import query_terms
 from . import late
-from .items import ARCHIVE_KINDS, TURN_KINDS, WITHOUT_TOKENS, ArchiveItem, Hit, archive_keywords
-from .vectors import ArchiveBackend, ChromaBackend, Indexer
 
 __all__ = [
     "ARCHIVE_KINDS",
@@ -105,7 +105,7 @@ BRIDGE_LEND = 0.85
 # not "我表弟的邮箱地址是…", which matched more of the lender's words), else the best match.
 # MemDaily trajectories 0-39 0.738 -> 0.747 (`05_post_processing_roles` 0.725 -> 0.763).
 BRIDGE_DEPTH = 30
-_ROLE_LABEL = re.compile(r"^(?:user|assistant|system): ", re.MULTILINE)  # as memos.archiving.item_line names a line's role
+_ROLE_LABEL = re.compile(r"^(?:user|assistant|system): ", re.MULTILINE)  # as memos.tiers.archiving.item_line names a line's role
 
 
 def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K, *, normalise: bool = False,
@@ -378,7 +378,7 @@ class ArchivalTier:
     def dense_similarities(self, query: str, n: int, *, min_similarity: float | None = None,
                            relative_similarity: float | None = None) -> dict[str, float]:
         """:meth:`dense_ids` with each item's cosine similarity to ``query``, nearest first
-        (none for a query the model does not cover: see :func:`memos.embeddings.covers`).
+        (none for a query the model does not cover: see :func:`memos.text.embeddings.covers`).
         ``relative_similarity`` also drops those less similar than that share of the nearest's."""
         if n <= 0 or not self._dense_runs(query):
             return {}

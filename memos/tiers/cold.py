@@ -8,7 +8,7 @@ is already known alone. :meth:`ColdTier.forget` deletes a fact on request and re
 that it did.
 
 The fact model (kinds, keys, the ADD/UPDATE/INVALIDATE/NOOP rule) is in
-:mod:`memos.tiers.facts`; keyword search is :mod:`memos.text.search`'s.
+:mod:`memos.storage.facts`; keyword search is :mod:`memos.text.search`'s.
 """
 
 from __future__ import annotations
@@ -24,19 +24,7 @@ from sqlalchemy import case, event, text
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, func, select
 
-from ..patterns import value_kind
-from ..text.replacements import (
-    ReplacementClassifier,
-    changes_quantity,
-    default_replacement_classifier,
-    new_terms,
-    no_change_reason,
-    quantities,
-)
-from ..text.search import KeywordIndex
-from ..text.sentences import split_sentences
-from ..text.terms import content_terms
-from .facts import (
+from ..storage.facts import (
     CHANGES,
     CORRECTION_WINDOW,
     FACT_KINDS,
@@ -59,6 +47,18 @@ from .facts import (
     rule_said,
     rule_statement,
 )
+from ..text.classifiers.replacements import (
+    ReplacementClassifier,
+    changes_quantity,
+    default_replacement_classifier,
+    new_terms,
+    no_change_reason,
+    quantities,
+)
+from ..text.patterns import value_kind
+from ..text.search import KeywordIndex
+from ..text.sentences import split_sentences
+from ..text.terms import content_terms
 
 __all__ = [
     "FACT_KINDS",
@@ -93,7 +93,7 @@ class ColdTier:
 
     def __init__(self, engine: Engine, namespace: str, *, replacements: ReplacementClassifier | None = None) -> None:
         """``replacements`` decides which earlier rule a new one replaces (default: the shipped
-        classifier, :mod:`memos.text.replacements`)."""
+        classifier, :mod:`memos.text.classifiers.replacements`)."""
         self.engine = engine
         self.namespace = namespace
         self.replacements = replacements

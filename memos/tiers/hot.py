@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..messages import Message, call_input, call_name
-from ..patterns import identifier_spans
+from ..core.messages import Message, call_input, call_name
+from ..text.patterns import identifier_spans
 
 __all__ = ["Unit", "clip_json", "group_units", "placeholder", "render_text"]
 
@@ -44,7 +44,7 @@ class Unit:
 def group_units(messages: Sequence[Message]) -> list[Unit]:
     """Group consecutive messages into units; tool results join the call they answer.
 
-    Assumes the order :func:`memos.messages.validate_batch` enforces: the results of an
+    Assumes the order :func:`memos.core.messages.validate_batch` enforces: the results of an
     assistant's tool calls directly follow it.
     """
     units: list[Unit] = []

@@ -8,7 +8,7 @@ of the item's tokens, weighted by the query token's inverse document frequency a
 namespace's items (a token found everywhere, "the" or "?", says little; no word list).
 
 The states are those the embedding model computes anyway for the item's vector (one
-forward pass gives both; see :meth:`memos.embeddings.OnnxEmbedder.with_tokens`), used as
+forward pass gives both; see :meth:`memos.text.embeddings.OnnxEmbedder.with_tokens`), used as
 the model gives them, with no ColBERT training. Search uses the score as a third ranking
 of the candidates dense and keyword search found, fused with theirs by reciprocal rank.
 
@@ -26,9 +26,9 @@ import numpy as np
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from ..embeddings import TokenStates
-from ..store import chunks
-from .items import ArchiveItem
+from ..storage.items import ArchiveItem
+from ..storage.log import chunks
+from ..text.embeddings import TokenStates
 
 __all__ = ["TokenIndex", "idf_weights", "maxsim", "maxsim_packed", "pack", "unpack"]
 

@@ -18,12 +18,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
-from ..messages import Message, call_input, call_name
-from ..patterns import ACK, DECISION, FAILURE, GOAL, find_identifiers
-from ..text.rules import default_detector
+from ..core.messages import Message, call_input, call_name
+from ..core.tokens import TokenCounter
+from ..text.classifiers.detector import default_detector
+from ..text.patterns import ACK, DECISION, FAILURE, GOAL, find_identifiers
 from ..text.script import simplified
 from ..text.sentences import split_sentences
-from ..tokens import TokenCounter
 
 __all__ = [
     "ExtractiveSummarizer",

@@ -1,0 +1,1 @@
+"""The ``memos`` command line (:mod:`.app`) and its ``bench`` commands (:mod:`.bench`)."""

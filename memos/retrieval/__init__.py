@@ -1,0 +1,1 @@
+"""Retrieval: what the archive and the facts bring back into a session (recall)."""
