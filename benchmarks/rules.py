@@ -41,6 +41,7 @@ import opencc
 
 from memos.cli.bench import write_results
 from memos.text.classifiers import rules_minilm
+from memos.text.classifiers.detector import default_detector
 from memos.text.classifiers.rules import MODEL_FILE, RuleDetector, bare, default_classifier, features
 from memos.text.sentences import split_sentences
 
