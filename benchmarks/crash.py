@@ -144,13 +144,13 @@ def _check(store: Path, session: str, acked: set[str], report: CrashReport) -> N
         report.over_budget += mem.counter.count_messages(ctx) > BUDGET
         report.orphan_contexts += bool(find_orphans(ctx))
         mem.flush()
-        backend = mem.archival.backend
+        backend = mem._archival.backend
         with mem.store.db() as s:
             items = {str(r[0]) for r in s.exec(text("SELECT id FROM memos_archive WHERE namespace = :ns"),  # type: ignore[call-overload]
-                                                params={"ns": mem.archival.namespace}).all()}
+                                                params={"ns": mem._archival.namespace}).all()}
             integrity = s.exec(text("PRAGMA integrity_check")).one()[0]  # type: ignore[call-overload]
-        vectors = backend.ids(mem.archival.namespace) if backend is not None and hasattr(backend, "ids") else items
-        report.index_mismatches += vectors != items or mem.archival.pending() != 0
+        vectors = backend.ids(mem._archival.namespace) if backend is not None and hasattr(backend, "ids") else items
+        report.index_mismatches += vectors != items or mem._archival.pending() != 0
         report.integrity_failures += integrity != "ok"
         st = mem.stats()
         report.demotions, report.soft_compactions, report.archive_items = st.demotions, st.soft_compactions, len(items)

@@ -8,36 +8,59 @@ from __future__ import annotations
 
 import logging
 
+from .adapters.agent import TurnResult
+from .adapters.llm import LLMConfig
 from .core.config import DEFAULT_SETTINGS, MemosSettings
 from .core.errors import BudgetExceeded, InvalidMessage, InvalidNamespace, MemosError, PinLimitExceeded
 from .core.messages import Message
 from .core.tokens import TokenCounter
+from .paging.compaction import PagingEvent
 from .paging.guards import (
     ALLOW_ALL,
     ConstraintGuard,
     Guard,
+    GuardContext,
+    GuardFn,
     PinGuard,
     RecencyGuard,
     ReferenceGuard,
     ToolChainGuard,
     Verdict,
 )
-from .session.memory import Memory, MemoryStats, PagingEvent, Rollback
-from .session.store import MemoryStore, UserDeletion
-from .tiers.archival import Hit
-from .tiers.cold import Fact, ForgetRecord
+from .paging.journal import Rollback
+from .paging.stats import MemoryStats
+from .session.memory import Memory
+from .session.store import MemoryStore
+from .storage.facts import Fact, ForgetRecord
+from .storage.items import Hit
+from .storage.log import CompactionRow, Store, SummaryRow
+from .storage.vectors import ArchiveBackend
+from .text.embeddings import Embedder
+from .tiers.erasure import UserDeletion
+from .tiers.extract import FactExtractor, RuleExtractor
+from .tiers.hot import Unit
+from .tiers.warm import ExtractiveSummarizer, Summarizer
 
+# every type that appears in a public signature (Memory, MemoryStore and what they return)
 __all__ = [
     "ALLOW_ALL",
     "DEFAULT_SETTINGS",
+    "ArchiveBackend",
     "BudgetExceeded",
+    "CompactionRow",
     "ConstraintGuard",
+    "Embedder",
+    "ExtractiveSummarizer",
     "Fact",
+    "FactExtractor",
     "ForgetRecord",
     "Guard",
+    "GuardContext",
+    "GuardFn",
     "Hit",
     "InvalidMessage",
     "InvalidNamespace",
+    "LLMConfig",
     "Memory",
     "MemoryStats",
     "MemoryStore",
@@ -50,9 +73,15 @@ __all__ = [
     "RecencyGuard",
     "ReferenceGuard",
     "Rollback",
+    "RuleExtractor",
+    "Store",
+    "Summarizer",
+    "SummaryRow",
     "TokenCounter",
-    "UserDeletion",
     "ToolChainGuard",
+    "TurnResult",
+    "Unit",
+    "UserDeletion",
     "Verdict",
 ]
 

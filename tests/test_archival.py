@@ -105,24 +105,24 @@ def _session_with_archive(mem: Memory) -> None:
 def test_demoted_units_are_archived_and_reindex_gives_the_same_hits(store, tmp_path):
     mem = Memory("s", store=store, budget=1200)
     _session_with_archive(mem)
-    assert mem.stats().demotions > 0 and mem.archival.count() > 20
+    assert mem.stats().demotions > 0 and mem._archival.count() > 20
     before = [h.id for h in mem.retrieve("gym locker code", 5)]
     assert any("locker" in h.text for h in mem.retrieve("gym locker code", 5))
-    assert mem.reindex() == mem.archival.count()
+    assert mem.reindex() == mem._archival.count()
     assert [h.id for h in mem.retrieve("gym locker code", 5)] == before
     # lost vectors (the Chroma folder, or the collection on a server) are rebuilt from the store
     if Path(store + ".chroma").is_dir():
         mem.close()
         shutil.rmtree(store + ".chroma")
     else:
-        mem.archival.backend.delete(mem.archival.namespace)  # type: ignore[union-attr]
+        mem._archival.backend.delete(mem._archival.namespace)  # type: ignore[union-attr]
         mem.close()
     SharedSystemClient.clear_system_cache()  # as in a new process: Chroma caches clients by path
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         again = Memory("s", store=store, budget=1200)
-        assert again.reindex() == again.archival.count()
-        assert again.archival.backend.count(again.archival.namespace) == again.archival.count()
+        assert again.reindex() == again._archival.count()
+        assert again._archival.backend.count(again._archival.namespace) == again._archival.count()
         assert [h.id for h in again.retrieve("gym locker code", 5)] == before
     again.close()
 
@@ -174,7 +174,7 @@ def test_hybrid_beats_dense_0_55_and_keyword_0_60_with_0_90_hit_at_1(store):
     def hit_at_1(mode: str) -> float:
         good = 0
         for q, text in queries:
-            hits = mem.archival.search(q, 1, mode=mode)
+            hits = mem._archival.search(q, 1, mode=mode)
             good += bool(hits) and hits[0].id == ids[text]
         return good / len(queries)
 
@@ -217,8 +217,8 @@ def test_filters_by_kind_time_and_role_and_never_crosses_users(store):
     assert users and all("user" in h.roles for h in users)
     facts = ana.retrieve("locker L-220", 5, kind="fact")
     assert facts and all(h.source == "fact" for h in facts) and any("L-220" in h.text for h in facts)
-    if ana.archival.dense:  # a fact shows its similarity to the query, as an archived item does
-        model = ana.archival.model
+    if ana._archival.dense:  # a fact shows its similarity to the query, as an archived item does
+        model = ana._archival.model
         assert model is not None
         for h in facts:
             assert h.similarity == pytest.approx(float(model([h.text])[0] @ model(["locker L-220"])[0]), abs=1e-4)
@@ -280,7 +280,7 @@ def test_a_message_said_again_word_for_word_is_recalled_once(store):
     assert "My locker code at the gym is 4471." not in recalled(ctx)  # the hot tier holds those words already
     assert sum(str(m.get("content")) == "My locker code at the gym is 4471." for m in ctx) == 1
     assert said not in [h.text for h in mem.retrieve("locker code 4471", 10)]  # held hot: in the prompt already
-    archived = mem.archival.search("locker code 4471", 20, mode="keyword")
+    archived = mem._archival.search("locker code 4471", 20, mode="keyword")
     assert [h.text for h in archived].count(said) == 4  # every copy stays archived
     mem.close()
 
@@ -293,7 +293,7 @@ def test_a_turn_lent_a_score_by_its_neighbour_never_ranks_ahead_of_it(store):
              "Small talk one.", "Small talk two."]
     ids = {t: f"unit:{m.id}" for t in texts for m in mem.add(user(t))}
     scores = {ids[texts[0]]: 1.0, ids[texts[1]]: 0.913, ids[texts[3]]: 0.63, ids[texts[4]]: 0.6}
-    rank = mem.archival.in_context(scores)
+    rank = mem._archival.in_context(scores)
     assert rank[ids[texts[1]]] > scores[ids[texts[1]]]  # the uncle's turn still gains from its neighbours
     assert rank[ids[texts[0]]] > rank[ids[texts[1]]]
     assert rank[ids[texts[2]]] < rank[ids[texts[0]]]  # a turn no search found comes in behind its lender
@@ -311,7 +311,7 @@ def test_a_code_in_the_query_ranks_the_items_holding_it_before_near_misses(store
         mem.add(assistant(f"Order ORD-{20000 + 10 * i} ships on day {i % 28 + 1}; the courier will email you."))
     pending = [h.id for h in mem.retrieve("ORD-20140", 10) if "ORD-20140" in h.text and h.source == "archive"]
     assert pending
-    archival = mem.archival
+    archival = mem._archival
     archival.backend.delete_ids(archival.namespace, pending)
     with archival.engine.begin() as c:
         c.execute(update(ArchiveItem).where(col(ArchiveItem.id).in_(pending)).values(indexed=False, token_ids=None, token_states=None))
@@ -468,10 +468,10 @@ def test_a_session_with_its_own_archive_path_releases_its_chroma_client_when_clo
 def test_empty_is_true_until_something_of_this_namespace_is_archived(store):
     ana = Memory("s", user="ana", store=store, settings=MemosSettings(background_indexing=False))
     bob = Memory("s", user="bob", store=store, settings=MemosSettings(background_indexing=False))
-    assert ana.archival.empty() and bob.archival.empty()
+    assert ana._archival.empty() and bob._archival.empty()
     ana.archive("Ana's locker is L-220.")
-    assert not ana.archival.empty() and bob.archival.empty()
-    assert ana.archival.count() == 1
+    assert not ana._archival.empty() and bob._archival.empty()
+    assert ana._archival.count() == 1
     ana.close()
     bob.close()
 
@@ -517,14 +517,14 @@ def test_vectors_of_another_model_are_written_again_never_mixed(store, caplog):
     for i in range(5):
         first.archive(f"note {i} about the garden shed and the bicycle pump")
     first.flush()
-    assert first.archival.pending() == 0 and first.archival.backend.count(first.scope) == 5
+    assert first._archival.pending() == 0 and first._archival.backend.count(first.scope) == 5
     first.close()
     with caplog.at_level(logging.WARNING, logger="memos"):
         second = Memory("m", store=store, embedder=ChromaEmbedder(_hash_embedder(48), name="hash-48"))
         second.retrieve("bicycle pump", 3)  # opens the archive: the old model's vectors go
         second.flush()
     assert any("written by hash-32" in r.getMessage() and "hash-48" in r.getMessage() for r in caplog.records)
-    assert second.archival.backend.count(second.scope) == 5 and second.archival.pending() == 0
+    assert second._archival.backend.count(second.scope) == 5 and second._archival.pending() == 0
     hits = second.retrieve("garden shed", 3)
     assert hits and "dense" in hits[0].found_by  # 48-dimensional queries against 48-dimensional vectors
     second.close()
@@ -584,7 +584,7 @@ def test_a_turn_is_ranked_with_the_turns_around_it(tmp_path):
         mem.add([user(f"Grocery list {i}: apples and bread."), assistant(f"Added item {i}.")])
     other = Memory("other", user="ana", store=tmp_path / "c.db", embedding_model_dir=tmp_path / "no-model")
     other.add([user(f"A different chat, about tiles {i}.") for i in range(70)])  # turns at the same places
-    hits = mem.archival.search("what was I researching for the thesis project", 5)
+    hits = mem._archival.search("what was I researching for the thesis project", 5)
     texts = [h.text for h in hits]
     assert "researching for my thesis" in texts[0]
     answer = next(h for h in hits if "Adoption agencies" in h.text)
@@ -597,21 +597,21 @@ def test_a_turn_is_ranked_with_the_turns_around_it(tmp_path):
         if statement.lstrip().upper().startswith("SELECT") and "FROM memos_archive" in statement:
             seen.append((statement, tuple(parameters)))
 
-    event.listen(mem.archival.engine, "before_cursor_execute", record)
+    event.listen(mem._archival.engine, "before_cursor_execute", record)
     try:
-        ranked = mem.archival.in_context({match.id: 1.0})
+        ranked = mem._archival.in_context({match.id: 1.0})
     finally:
-        event.remove(mem.archival.engine, "before_cursor_execute", record)
-    by_text = {mem.archival.get(i).text: v for i, v in ranked.items()}  # type: ignore[union-attr]
+        event.remove(mem._archival.engine, "before_cursor_execute", record)
+    by_text = {mem._archival.get(i).text: v for i, v in ranked.items()}  # type: ignore[union-attr]
     assert by_text == {
         match.text: 1.0, "assistant: What did you find out?": 0.5, "user: Adoption agencies that accept single parents.": 0.25,
         "assistant: That sounds like a good lead.": 0.125, "assistant: Noted, umbrella day 29.": 0.5,
         "user: Weather check 29: light rain and wind today.": 0.25, "assistant: Noted, umbrella day 28.": 0.125}
-    with mem.archival.engine.connect() as conn:
+    with mem._archival.engine.connect() as conn:
         for statement, params in seen[1:]:  # the turns around: on the turn indexes, not the whole session
             plan = " | ".join(str(r[3]) for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, params).all())
             assert "first_seq=?" in plan or "last_seq=?" in plan, (statement, plan)
-    two = mem.archival.in_context({match.id: 1.0, hits[0].id: 1.0, answer.id: 0.4})
+    two = mem._archival.in_context({match.id: 1.0, hits[0].id: 1.0, answer.id: 0.4})
     assert two[answer.id] == pytest.approx(0.4 + 0.25)  # a turn does not lend to itself
     other.close()
     mem.close()
@@ -636,11 +636,11 @@ def test_a_second_hop_takes_the_message_that_names_both_the_person_and_what_is_a
         for i in range(3):  # a long chat: what a person does is not told next to what another does
             mem.add(user(f"购物清单{n}-{i}：燕麦奶和大米。"))
     query = "那个生日是07月15日的人，以下哪一项符合其工作地的描述？"
-    (found,) = [h for h in mem.archival.search(query, 8) if answer in h.text]
+    (found,) = [h for h in mem._archival.search(query, 8) if answer in h.text]
     assert "bridge" in found.found_by
     # the best match alone, as the hop took it before: the e-mail, and the answer is not among the eight
     monkeypatch.setattr(archival_tier, "_names_both", lambda *_: False)
-    assert not [h for h in mem.archival.search(query, 8) if answer in h.text]
+    assert not [h for h in mem._archival.search(query, 8) if answer in h.text]
     mem.close()
 
 
@@ -671,10 +671,10 @@ def test_a_second_hop_finds_the_message_that_names_what_the_first_hit_is_about(t
     answer = f"The {events[0]}'s duration is 22 weeks." if en else f"{events[0]}的持续时间是22周。"
     query = (f"What is the duration of the event whose programme is {programme}?" if en
              else f"那个主要内容是“{programme}”的活动，持续时间是什么？")
-    hits = mem.archival.search(query, 10)
+    hits = mem._archival.search(query, 10)
     assert [h for h in hits if programme in h.text], [h.text for h in hits]
     (found,) = [h for h in hits if answer in h.text]
     assert "bridge" in found.found_by
     monkeypatch.setattr(archival_tier, "BRIDGE_FROM", 0)  # without the second hop it is one of twenty
-    assert not [h for h in mem.archival.search(query, 10) if answer in h.text]
+    assert not [h for h in mem._archival.search(query, 10) if answer in h.text]
     mem.close()

@@ -128,7 +128,7 @@ def test_inspect_and_export_read_a_store_without_loading_the_embedding_model(tmp
     no_model = str(tmp_path / "no-model")
     with Memory("s", user="ana", store=store, embedding_model_dir=no_model) as mem:  # vectors left queued
         mem.add([{"role": "user", "content": "My locker code is 4471."}, {"role": "assistant", "content": "Noted."}])
-        assert mem.archival.pending() > 0
+        assert mem._archival.pending() > 0
     for command in (("export",), ("inspect", "--json")):
         proc = memos(*command, "--store", store, "--user", "ana", "--session", "s",
                      env={"MEMOS_EMBEDDING_MODEL_DIR": no_model})

@@ -26,7 +26,7 @@ def test_three_successive_addresses_leave_one_current_and_two_historical(store):
     mem.add(user(f"Sorry, the address was wrong. Use {ADDRESSES[2]}."))
     current = [f for f in mem.facts("identifier") if f.key == "address"]
     assert [f.value for f in current] == [ADDRESSES[2]]
-    chain = mem.cold.history(current[0].id)
+    chain = mem._cold.history(current[0].id)
     assert [f.value for f in chain] == ADDRESSES
     assert [f.status for f in chain] == ["superseded", "superseded", "current"]
     assert chain[0].superseded_by == chain[1].id and chain[1].superseded_by == chain[2].id
@@ -139,11 +139,11 @@ def test_invalidate_and_forget_by_id(make_memory):
     assert {f.key for f in found} == {"P-99887766", "passport number"}
     records = [mem.forget(f.id, reason="GDPR request") for f in found]  # the second went with the first
     assert {(r.kind, r.reason) for r in records} == {("identifier", "GDPR request"), ("fact", "GDPR request")}
-    assert not any("P-99887766" in r.key for r in mem.cold.forgotten())  # an identifier's key is the identifier
+    assert not any("P-99887766" in r.key for r in mem._cold.forgotten())  # an identifier's key is the identifier
     assert "P-99887766" not in json.dumps([f.model_dump() for f in mem.facts(include_history=True)])
-    assert {r.fact_id for r in mem.cold.forgotten()} == {f.id for f in found}
+    assert {r.fact_id for r in mem._cold.forgotten()} == {f.id for f in found}
     # the forgotten fact does not come back when its message is read again at demotion
-    mem.cold.apply(mem.extractor.extract(mem.history()).candidates)
+    mem._cold.apply(mem.extractor.extract(mem.history()).candidates)
     assert not [f for f in mem.facts(include_history=True) if f.key == "P-99887766"]
     hotel = mem.facts("fact")[0]
     assert mem.invalidate(hotel.id).status == "invalidated"

@@ -81,7 +81,7 @@ def test_a_keyless_correction_replaces_the_phone_number_and_its_identifier(store
     assert facts["phone number"] == NEW and facts["email"] == "ana@old.example.com"  # the email is another kind
     assert MINE not in {f.value for f in mem.facts()} | {f.key for f in mem.facts()}  # nor its identifier
     (row,) = [f for f in mem.facts() if f.key == "phone number"]
-    chain = mem.cold.history(row.id)
+    chain = mem._cold.history(row.id)
     assert [(f.value, f.status) for f in chain] == [(MINE, "superseded"), (NEW, "current")]
     old_id = [f for f in mem.facts(include_history=True) if f.kind == "identifier" and f.key == MINE]
     assert [f.status for f in old_id] == ["superseded"] and old_id[0].superseded_by == row.id
@@ -95,7 +95,7 @@ def test_a_current_fact_that_quotes_a_corrected_value_says_it_is_outdated(store)
     mem.add(user(f"Hi! My phone number is {MINE}, and my email is ana@old.example.com."))
     mem.add(assistant("Thanks, noted both."))
     mem.add(user("Oops, typo: ana@new.example.com is the right email."))
-    assert mem.cold.superseded_values() == ["ana@old.example.com"]  # bare values, each once
+    assert mem._cold.superseded_values() == ["ana@old.example.com"]  # bare values, each once
     (facts,) = [m["content"] for m in mem.context(f"Is {MINE} the number you have for me?")
                 if m["content"].startswith("[memory: facts]")]
     quoting = [ln for ln in facts.splitlines() if "ana@old.example.com" in ln]
@@ -119,7 +119,7 @@ def test_a_chinese_correction_replaces_the_number_it_follows(store):
     # the number was given under its key, so the correction replaces the keyed fact, as in English
     (row,) = [f for f in mem.facts() if f.key == "手机号"]
     assert row.value == "13900139000"
-    assert [(f.value, f.status) for f in mem.cold.history(row.id)] == [("13800138000", "superseded"),
+    assert [(f.value, f.status) for f in mem._cold.history(row.id)] == [("13800138000", "superseded"),
                                                                         ("13900139000", "current")]
     assert by_key["13800138000"].status == "superseded" and by_key["13900139000"].status == "current"
     assert by_key["13800138000"].superseded_by == row.id

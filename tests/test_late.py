@@ -111,9 +111,9 @@ def test_the_flush_stores_each_items_token_states(store):
     for text, _ in DAYS[:3]:
         mem.archive(text)
     mem.flush()
-    rows = _rows(mem.archival.engine, mem.scope)
+    rows = _rows(mem._archival.engine, mem.scope)
     assert len(rows) == 3 and all(r.indexed and r.token_ids and r.token_states for r in rows)
-    tokenizer = mem.archival.embedder._tokenizer  # type: ignore[union-attr]
+    tokenizer = mem._archival.embedder._tokenizer  # type: ignore[union-attr]
     for r in rows:
         ids, states = late.unpack(r.token_ids, r.token_states)  # type: ignore[arg-type]
         assert ids.tolist() == tokenizer.encode(r.text).ids[1:-1] and states.shape == (len(ids), 384)
@@ -130,11 +130,11 @@ def test_token_ranking_finds_the_buried_detail_more_often_than_the_sentence_vect
     for text in DISTRACTORS:
         mem.archive(text)
     mem.flush()
-    every = [r.id for r in _rows(mem.archival.engine, mem.scope)]
+    every = [r.id for r in _rows(mem._archival.engine, mem.scope)]
     dense_first = tokens_first = 0
     for _, q in DAYS:
-        dense_first += next(iter(mem.archival.dense_similarities(q, 24))) == wanted[q]
-        tokens_first += mem.archival.token_ranking(q, every)[0] == wanted[q]
+        dense_first += next(iter(mem._archival.dense_similarities(q, 24))) == wanted[q]
+        tokens_first += mem._archival.token_ranking(q, every)[0] == wanted[q]
     assert tokens_first >= dense_first + 2 and tokens_first >= 10, (dense_first, tokens_first)
     # and retrieve, which fuses it with the dense and keyword rankings, still finds each one
     assert sum(wanted[q] in [h.id for h in mem.retrieve(q, 3)] for _, q in DAYS) >= 11
@@ -148,7 +148,7 @@ def test_token_index_off_stores_none_and_search_still_works(tmp_path):
     ids = {q: mem.archive(text) for text, q in DAYS[:4]}
     mem.flush()
     assert all(r.indexed and r.token_ids is None and r.token_states is None for r in _rows(store.engine, mem.scope))
-    assert mem.archival.token_ranking(DAYS[0][1], ids.values()) == []
+    assert mem._archival.token_ranking(DAYS[0][1], ids.values()) == []
     assert mem.retrieve(DAYS[2][1], 1)[0].id == ids[DAYS[2][1]]
     mem.close()
     store.close()
@@ -170,11 +170,11 @@ def test_forget_rewrites_the_token_states_without_the_value(store):
     for i in range(40):
         mem.add(user(f"Tell me about topic {i}, a long question about gardens and weather and trains number {i}."))
     mem.flush()
-    tokenizer = mem.archival.embedder._tokenizer  # type: ignore[union-attr]
+    tokenizer = mem._archival.embedder._tokenizer  # type: ignore[union-attr]
     value_ids = tokenizer.encode("HX-99317-Q").ids[1:-1]
 
     def holds_value() -> bool:
-        for r in _rows(mem.archival.engine, mem.scope):
+        for r in _rows(mem._archival.engine, mem.scope):
             if r.token_ids:
                 ids = late.unpack(r.token_ids, r.token_states)[0].tolist()  # type: ignore[arg-type]
                 if any(ids[i : i + len(value_ids)] == value_ids for i in range(len(ids))):
@@ -186,7 +186,7 @@ def test_forget_rewrites_the_token_states_without_the_value(store):
     mem.forget(fact.id)
     mem.flush()
     assert not holds_value()
-    rows = _rows(mem.archival.engine, mem.scope)
+    rows = _rows(mem._archival.engine, mem.scope)
     assert all(r.indexed and r.token_ids for r in rows)  # written again from the redacted text
     mem.close()
 
@@ -198,7 +198,7 @@ def test_another_model_drops_the_old_token_states(store):
     first = Memory("m", store=store)
     first.archive("note about the garden shed and the bicycle pump")
     first.flush()
-    assert all(r.token_ids for r in _rows(first.archival.engine, first.scope))
+    assert all(r.token_ids for r in _rows(first._archival.engine, first.scope))
     first.close()
 
     def hashed(texts: list[str]) -> list[list[float]]:
@@ -207,6 +207,6 @@ def test_another_model_drops_the_old_token_states(store):
     second = Memory("m", store=store, embedder=ChromaEmbedder(hashed, name="hash-8"))
     second.retrieve("bicycle pump", 3)
     second.flush()
-    rows = _rows(second.archival.engine, second.scope)
+    rows = _rows(second._archival.engine, second.scope)
     assert rows and all(r.indexed and r.token_ids is None and r.token_states is None for r in rows)
     second.close()

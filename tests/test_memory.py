@@ -381,7 +381,7 @@ def test_an_in_memory_store_is_one_database_whatever_the_thread(caplog):
     t.join()
     assert seen == [2]
     if HAVE_MODEL:  # written at once: memos' own threads do not use an in-memory database
-        assert mem.archival.pending() == 0
+        assert mem._archival.pending() == 0
         (hit,) = mem.retrieve("where did I hide the extra house key?", 1)
         assert "dense" in hit.found_by
     with caplog.at_level(logging.ERROR):

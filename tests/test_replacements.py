@@ -134,7 +134,7 @@ def test_a_rule_set_later_in_time_is_not_replaced_by_one_that_arrives_late(make_
     tell(mem, "From now on, answer me in Italian instead.")
     newer = mem.facts()[0]
     old = "Always answer me in English."
-    mem.cold.apply([FactCandidate("constraint", fact_key("constraint", old), old, ("m0",), 0, pinned=True,
+    mem._cold.apply([FactCandidate("constraint", fact_key("constraint", old), old, ("m0",), 0, pinned=True,
                                    source_time=newer.valid_from - 3600)])
     assert newer.value in pinned(mem)
 

@@ -49,10 +49,10 @@ def test_a_note_in_one_chinese_script_is_found_by_a_query_in_the_other(store):
     mem.archive("备用钥匙在门口的花盆下面。")
     mem.add(user("我的預算不超過五百元。"))
     for query, said in [("护照", "護照"), ("護照", "護照"), ("鑰匙", "备用钥匙"), ("抽屉", "護照")]:
-        hits = mem.archival.search(query, 3, mode="keyword")
+        hits = mem._archival.search(query, 3, mode="keyword")
         assert hits and said in hits[0].text, (query, [h.text for h in hits])
     assert any("預算" in f.value for f in mem.facts(query="预算"))
-    assert not mem.archival.search("签证", 3, mode="keyword")  # a word in neither script matches nothing
+    assert not mem._archival.search("签证", 3, mode="keyword")  # a word in neither script matches nothing
     mem.close()
 
 
@@ -69,7 +69,7 @@ def test_an_id_typed_full_width_or_with_another_hyphen_is_found_as_typed_in_asci
     mem.add(assistant("Your booking BK\u201155120 is confirmed."))
     assert "ＯＲＤ－８８１２３" in [f.key for f in mem.facts(query="ORD-88123")]
     for query, said in [("ORD-88123", "ＯＲＤ－８８１２３"), ("ｂｋ－５５１２０", "BK\u201155120")]:
-        hits = mem.archival.search(query, 3, mode="keyword")
+        hits = mem._archival.search(query, 3, mode="keyword")
         assert hits and said in hits[0].text, (query, [h.text for h in hits])
     assert mem.history()[-2].text == "我的订单号是ＯＲＤ－８８１２３，明天到。"
     mem.close()
@@ -135,7 +135,7 @@ def test_keyword_search_survives_its_term_counts_being_cleared_by_another_thread
     mem = Memory("s", store=store, budget=2048, tools=[])
     mem.archive("The spare key is under the blue flowerpot.")
     mem.archive("备用钥匙在门口的花盆下面。")
-    mem.archival.keywords._df = Cleared()
-    assert "flowerpot" in mem.archival.search("spare key flowerpot", 3, mode="keyword")[0].text
-    assert "花盆" in mem.archival.search("钥匙花盆", 3, mode="keyword")[0].text
+    mem._archival.keywords._df = Cleared()
+    assert "flowerpot" in mem._archival.search("spare key flowerpot", 3, mode="keyword")[0].text
+    assert "花盆" in mem._archival.search("钥匙花盆", 3, mode="keyword")[0].text
     mem.close()

@@ -31,10 +31,10 @@ SCRIPT = textwrap.dedent("""
     # the indexer keeps pace with add() and may have caught up during retrieve: talk on
     # until it has a backlog, so the interpreter surely ends while it is embedding
     i = 450
-    while mem.archival.pending() < 10 and i < 1500:
+    while mem._archival.pending() < 10 and i < 1500:
         mem.add({"role": "user", "content": f"note {i}: the locker code for gym {i} is {1000 + i}"})
         i += 1
-    print("pending", mem.archival.pending(), "messages", 900 + i - 450, flush=True)
+    print("pending", mem._archival.pending(), "messages", 900 + i - 450, flush=True)
     # no close(): the interpreter ends while the indexer is still embedding
 """)
 
@@ -61,5 +61,5 @@ def test_script_ending_without_close_while_the_indexer_is_busy_exits_0(tmp_path:
     with Memory("s", user="u", store=str(db), budget=2048) as mem:  # nothing acknowledged is lost
         assert len(mem.history()) == messages
         mem.flush()
-        assert mem.archival.pending() == 0
+        assert mem._archival.pending() == 0
         assert any("PNR-00007" in h.text for h in mem.retrieve("PNR-00007", top_k=5))

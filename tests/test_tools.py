@@ -56,10 +56,10 @@ def test_retrieve_round_trip_promotes_hits_into_the_next_context(mem):
 
 def test_archive_and_pin_round_trips(mem):
     body = json.loads(mem.handle_tool_call(call("archive", {"content": "Gate code 7781#", "message_ids": None, "tags": ["home"]}))["content"])
-    assert body["status"] == "ok" and mem.archival.get(body["archived_id"]).text == "Gate code 7781#"
+    assert body["status"] == "ok" and mem._archival.get(body["archived_id"]).text == "Gate code 7781#"
     first = mem.history()[0]
     body = json.loads(mem.handle_tool_call(call("archive", {"content": None, "message_ids": [first.id], "tags": None}))["content"])
-    assert body["status"] == "ok" and "FF-99127" in mem.archival.get(body["archived_id"]).text
+    assert body["status"] == "ok" and "FF-99127" in mem._archival.get(body["archived_id"]).text
     body = json.loads(mem.handle_tool_call(call("pin", {"text": "Always answer in Portuguese."}))["content"])
     assert body["status"] == "ok"
     assert any(f.id == body["pinned_fact_id"] and f.pinned for f in mem.facts())
@@ -277,5 +277,5 @@ def test_calls_to_memos_own_tools_are_not_archived_again_and_stay_in_the_log(tmp
         logged = {msg.id for msg in m.history()}
         assert {r.id for r in results} <= logged  # nothing lost: the log keeps every result
         note = m.archive(message_ids=[results[0].id])
-        assert any('"status": "ok"' in h.text for h in m.archival.search("order shipping address", 20, kinds=["excerpt"]))
+        assert any('"status": "ok"' in h.text for h in m._archival.search("order shipping address", 20, kinds=["excerpt"]))
         assert note.startswith("excerpt:")

@@ -142,8 +142,8 @@ def run_demo(
         result.demotions = stats.demotions
         result.soft_compactions = stats.soft_compactions
         history = mem.history()
-        result.search_mode = (f"dense ({mem.archival.embedder.name}) + keyword" if mem.archival.dense  # type: ignore[union-attr]
-                              else "keyword only (no embedding model)")
+        model = mem.embedding_model()
+        result.search_mode = f"dense ({model}) + keyword" if model else "keyword only (no embedding model)"
         result.messages_logged = len(history)
         result.final_context = ctx
         facts = mem.facts(include_history=True)

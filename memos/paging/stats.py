@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..tiers.archival import ArchivalTier
 from ..tiers.cold import ColdTier
 from ..tiers.hot import group_units
 from .assembly import ContextAssembler, Rooms
@@ -35,9 +36,12 @@ class MemoryStats:
     context_tokens: int
     budget_tokens: int
     encoding: str
+    # items in the scope's archive, and those of them whose vectors are not written yet
+    archived_items: int = 0
+    vectors_pending: int = 0
 
 
-def measure(assembler: ContextAssembler, cold: ColdTier) -> MemoryStats:
+def measure(assembler: ContextAssembler, cold: ColdTier, archival: ArchivalTier) -> MemoryStats:
     """The stats of the session ``assembler`` builds prompts for."""
     a, s = assembler, assembler.state
     facts = cold.facts()
@@ -56,4 +60,6 @@ def measure(assembler: ContextAssembler, cold: ColdTier) -> MemoryStats:
         context_tokens=a.total(0, None, Rooms()),
         budget_tokens=a.settings.budget_tokens,
         encoding=a.counter.encoding_name,
+        archived_items=archival.count(),
+        vectors_pending=archival.pending(),
     )

@@ -30,7 +30,7 @@ from ..paging.guards import Guard, GuardFn
 from ..paging.journal import Rollback, rollback, withdraw
 from ..paging.stats import MemoryStats, measure
 from ..storage.facts import FACT_KINDS
-from ..storage.log import CompactionRow, Store, validate_namespace
+from ..storage.log import CompactionRow, Store, SummaryRow, validate_namespace
 from ..storage.schema import in_memory
 from ..text.embeddings import Embedder
 from ..tiers.archival import ArchivalTier, ArchiveBackend, Hit
@@ -120,8 +120,8 @@ class Memory:
                      embedding_model_dir=embedding_model_dir, tools=tools)
         self.summarizer: Summarizer = parts.summarizer
         self.extractor: FactExtractor = parts.extractor
-        self.cold: ColdTier = parts.cold
-        self.archival: ArchivalTier = parts.archival
+        self._cold: ColdTier = parts.cold
+        self._archival: ArchivalTier = parts.archival
         self.guard: Guard = parts.guard
         self._state, self._recall, self._assembler = parts.state, parts.recall, parts.assembler
         self._pins, self._archiver, self._compactor, self._tools = parts.pins, parts.archiver, parts.compactor, parts.tools
@@ -151,7 +151,7 @@ class Memory:
             self._budget_recorded = True
         # each message is archived in the transaction that logs it (crash-safe)
         logged = self.store.append(self.namespace, items, self._state.next_seq, also=self._archiver.logged)
-        self.archival.schedule()
+        self._archival.schedule()
         if logged[0].seq == self._state.next_seq:
             self._state.append(logged)
         else:  # another writer logged messages of this session in between: read them too
@@ -160,7 +160,7 @@ class Memory:
         if users:
             self._recall.promoted = []
             cands, invs, _ = self._compactor.extract(users, rules_only=True)
-            self.cold.apply(cands, invs)
+            self._cold.apply(cands, invs)
         self._assembler.asking = False
         self._compactor.page(0, None, strict=False)
         return logged
@@ -261,7 +261,7 @@ class Memory:
         ``pin()``, ``unpin()`` or ``clear()`` made elsewhere needs it."""
         self._compactor.discard_pending()
         self._compactor.reload()
-        self.cold.invalidate_caches()
+        self._cold.invalidate_caches()
 
     def history(self) -> list[Message]:
         """Every message added to this session, in order, read from the log (those set aside
@@ -272,13 +272,13 @@ class Memory:
         """The current rolling summary ('' before the first demotion)."""
         return self._state.summary.text if self._state.summary else ""
 
-    def summary_version(self) -> Any:
+    def summary_version(self) -> SummaryRow | None:
         """The current summary version's row (text, version, kind, through_seq), or None."""
         return self._state.summary
 
     def stats(self) -> MemoryStats:
         """Sizes of the tiers and counts of paging events."""
-        return measure(self._assembler, self.cold)
+        return measure(self._assembler, self._cold, self._archival)
 
     # -- the compaction journal ----------------------------------------------------
 
@@ -300,7 +300,7 @@ class Memory:
         if isinstance(event_id, bool) or not isinstance(event_id, int):
             raise TypeError(f"event_id must be an int, got {type(event_id).__name__}")
         self.wait()
-        done = rollback(self.store, self.namespace, self.cold, event_id)
+        done = rollback(self.store, self.namespace, self._cold, event_id)
         self._compactor.reload()
         return done
 
@@ -324,7 +324,7 @@ class Memory:
         is not, and gives ``None``."""
         self.wait()
         newest = next(iter(self.store.newest_messages(self.namespace, 1)), None)
-        if newest is None or not withdraw(self.store, self.namespace, self.cold, self.scope, newest):
+        if newest is None or not withdraw(self.store, self.namespace, self._cold, self.scope, newest):
             return None
         self._compactor.reload()
         return newest
@@ -360,8 +360,8 @@ class Memory:
         if query is not None:
             if not isinstance(query, str) or not query.strip():
                 raise ValueError(f"query must be a non-empty string, got {query!r}")
-            return self.cold.search(clean_text(query), limit=50, kinds=[kind] if kind else None)
-        return self.cold.facts(kind, include_history=include_history)
+            return self._cold.search(clean_text(query), limit=50, kinds=[kind] if kind else None)
+        return self._cold.facts(kind, include_history=include_history)
 
     def forget(self, fact_id: int, reason: str = "user request") -> ForgetRecord:
         """Forget a fact everywhere (a deletion request): its value and earlier values, and the
@@ -375,11 +375,11 @@ class Memory:
         Sessions of the scope open in this process see it at once; one open in another
         process sees it when it next opens (or after :meth:`reload`)."""
         self.wait()
-        return self.store.forget_fact(self.cold, fact_id, reason)
+        return self.store.forget_fact(self._cold, fact_id, reason)
 
     def invalidate(self, fact_id: int) -> Fact:
         """Mark a current fact as revoked; it stays in the history but leaves every context."""
-        return self.cold.invalidate(fact_id)
+        return self._cold.invalidate(fact_id)
 
     # -- the archive ---------------------------------------------------------------
 
@@ -421,13 +421,19 @@ class Memory:
     def flush(self) -> int:
         """Write every queued archival vector now (dense search then sees all archived items)."""
         total = 0
-        while n := self.archival.flush(limit=256):
+        while n := self._archival.flush(limit=256):
             total += n
         return total
 
+    def embedding_model(self) -> str | None:
+        """The name of the model dense search runs with, or ``None`` when archival search is
+        keyword-only (no embedding model, or no vector backend); opens them if not open yet."""
+        archival = self._archival
+        return archival.embedder.name if archival.dense and archival.embedder is not None else None
+
     def reindex(self) -> int:
         """Rebuild this scope's archival vectors from the store; returns how many were written."""
-        return self.archival.reindex()
+        return self._archival.reindex()
 
     # -- the agent's tools ---------------------------------------------------------
 

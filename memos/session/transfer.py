@@ -50,7 +50,7 @@ def snapshot(mem: Memory) -> dict[str, Any]:
                     "through_seq": summary.through_seq, "text": summary.text} if summary else None,
         "facts": [{"id": f.id, "kind": f.kind, "key": f.key, "value": f.value, "pinned": f.pinned,
                    "source_seq": f.source_seq, "confidence": f.confidence} for f in mem.facts()],
-        "archival": {"items": mem.archival.count(), "waiting_for_vectors": mem.archival.pending()},
+        "archival": {"items": st.archived_items, "waiting_for_vectors": st.vectors_pending},
         "compactions": [{
             "id": e.id, "kind": e.kind, "time": _iso(e.created_at), "tokens_before": e.tokens_before,
             "tokens_after": e.tokens_after, "message_ids": json.loads(e.message_ids), "summary_version": e.summary_version,
