@@ -28,7 +28,7 @@ from .paging.guards import (
     Verdict,
 )
 from .paging.journal import Rollback
-from .paging.stats import MemoryStats
+from .paging.stats import ArchiveCounts, MemoryStats
 from .session.memory import Memory
 from .session.store import MemoryStore
 from .storage.facts import Fact, ForgetRecord
@@ -46,6 +46,7 @@ __all__ = [
     "ALLOW_ALL",
     "DEFAULT_SETTINGS",
     "ArchiveBackend",
+    "ArchiveCounts",
     "BudgetExceeded",
     "CompactionRow",
     "ConstraintGuard",

@@ -48,5 +48,7 @@ def test_the_tiers_are_reached_through_methods_not_attributes(make_memory):
     assert not public & {"cold", "archival", "hot_tier", "warm"}
     mem.add({"role": "user", "content": "Please archive order ORD-88123 for me."})
     mem.archive("order ORD-88123 ships to 9 Harbour Row")
-    stats = mem.stats()
-    assert stats.archived_items >= 2 and 0 <= stats.vectors_pending <= stats.archived_items
+    counts = mem.archive_counts()
+    assert counts.items >= 2 and 0 <= counts.vectors_pending <= counts.items
+    mem.flush()
+    assert mem.archive_counts() == (counts.items, 0)

@@ -94,12 +94,12 @@ def _inspect(mem: object) -> str:
     from ..session.memory import Memory
 
     assert isinstance(mem, Memory)
-    st = mem.stats()
+    st, counts = mem.stats(), mem.archive_counts()
     lines = [
         f"hot: {st.hot_messages} messages, {st.hot_tokens} tokens",
         f"summary: version {st.summary_version}, {st.summary_tokens} tokens",
         f"facts: {st.facts} current ({st.pinned_facts} pinned)",
-        f"archival: {st.archived_items} items ({st.vectors_pending} waiting for vectors)",
+        f"archival: {counts.items} items ({counts.vectors_pending} waiting for vectors)",
         f"paging: {st.demotions} demotions, {st.soft_compactions} soft compactions; "
         f"context {st.context_tokens}/{st.budget_tokens} tokens ({st.encoding})",
     ]

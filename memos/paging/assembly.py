@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..core.config import MemosSettings
@@ -35,6 +35,7 @@ from ..tiers.hot import Unit, clip_json, group_units, placeholder, render_text, 
 from ..tiers.state import SessionState
 from ..tiers.warm import OLDEST, fit_summary, layers
 from .guards import extract_constraints
+from .request import Request
 
 __all__ = ["ContextAssembler", "Rooms", "recall_room"]
 
@@ -90,20 +91,15 @@ class ContextAssembler:
     """Builds the prompt of one session from its state, facts and recall (see the module docs)."""
 
     def __init__(self, state: SessionState, settings: MemosSettings, counter: TokenCounter, cold: ColdTier,
-                 recall: Recall, tools_tokens: int) -> None:
+                 recall: Recall) -> None:
         self.state = state
         self.settings = settings
         self.counter = counter
         self.cold = cold
         self.recall = recall
-        self.tools_tokens = tools_tokens  # the tool schemas the request carries
-        self.archive_offered = True  # whether they include memos' archive (the pressure notice asks for it)
-        # whether the prompt ends with a query (context(query=)), not the hot tier's newest unit
-        self.asking = False
         # the newest message whose unit the prompt could not hold whole, and the cap its
         # messages are clipped to instead (their share, or less when even that did not fit)
         self.narrowed: tuple[str, int] | None = None
-        self.query_cap: int | None = None  # this prompt's query's, once it could not have the newest's room
         # what each cached pinned section shows: the fact ids, and the words of its lines
         self._pinned_shown: dict[tuple[Any, ...], tuple[frozenset[int], tuple[str, ...]]] = {}
         self._render_cache: dict[tuple[str, int, bool], tuple[dict[str, Any], int]] = {}
@@ -122,12 +118,13 @@ class ContextAssembler:
         """Drop the renderings of messages that left the hot tier."""
         self._render_cache = {k: v for k, v in self._render_cache.items() if k[0] not in ids}
 
-    def query_message(self, query: str | None) -> tuple[dict[str, Any] | None, int]:
-        """The message a prompt for ``query`` ends with and its tokens; ``(None, 0)`` without
+    def query_message(self, req: Request) -> tuple[dict[str, Any] | None, int]:
+        """The message a prompt for the request's ``query`` ends with and its tokens; ``(None, 0)`` without
         a query. Like the hot tier's newest unit, it may take what the system messages, the
         tool schemas and a full pinned section leave (:meth:`newest_cap`), or a message's
         share once the prompt could not hold it so (:meth:`narrow_newest`). ``ValueError``
         when it is not a string or holds no text (an empty user message would be sent)."""
+        query = req.query
         if query is None:
             return None, 0
         if not isinstance(query, str):
@@ -140,40 +137,40 @@ class ContextAssembler:
                              "message after them; add their tool results first, or call context() without a query")
         query = clean_text(query)
         msg = {"role": "user", "content": query}
-        tokens, cap = self.counter.count_message(msg), self.newest_cap(1) if self.query_cap is None else self.query_cap
+        tokens, cap = self.counter.count_message(msg), self.newest_cap(req, 1) if req.query_cap is None else req.query_cap
         if tokens > cap:
             msg = {"role": "user", "content": self.counter.clip(query, cap - 8, " … ")}
             tokens = self.counter.count_message(msg)
         return msg, tokens
 
-    def share(self, share: float) -> int:
+    def share(self, req: Request, share: float) -> int:
         """``share`` of the room the request leaves the prompt: the budget less the tool
         schemas, which every request carries (sections and paging thresholds are its shares)."""
-        return int(max(0, self.settings.budget_tokens - self.tools_tokens) * share)
+        return int(max(0, self.settings.budget_tokens - req.tools_tokens) * share)
 
-    def section_cap(self, share: float) -> int:
+    def section_cap(self, req: Request, share: float) -> int:
         """The most tokens a section with ``share`` of the room may take (at least 32)."""
-        return max(32, self.share(share))
+        return max(32, self.share(req, share))
 
-    def message_cap(self, unit_size: int) -> int:
+    def message_cap(self, req: Request, unit_size: int) -> int:
         """The most tokens one message of a unit of ``unit_size`` messages is shown with: its
         share of the hot tier's target, or of what the system messages, the tool schemas and a
         full pinned section leave of the budget when that is less (a long message pasted
         under a small budget is clipped to fit, not refused)."""
-        return max(_MIN_CLIP_TOKENS, min(self.share(self.settings.hot_target), self._unreserved()) // max(1, unit_size))
+        return max(_MIN_CLIP_TOKENS, min(self.share(req, self.settings.hot_target), self._unreserved(req)) // max(1, unit_size))
 
-    def newest_cap(self, unit_size: int) -> int:
+    def newest_cap(self, req: Request, unit_size: int) -> int:
         """The most tokens one message of the hot tier's newest unit (the turn the model is
         to answer) is shown with: what the system messages, the tool schemas and a full pinned
         section leave of the budget, so that a long message or an image that fits in the
         prompt reaches the model whole; at least :meth:`message_cap`. Older units give way to
         it (demoted, their sections shrunk) as the pager makes the prompt fit. A prompt that
         ends with a query (``context(query=)``) gives this room to the query instead."""
-        return max(self.message_cap(unit_size), self._unreserved() // max(1, unit_size))
+        return max(self.message_cap(req, unit_size), self._unreserved(req) // max(1, unit_size))
 
-    def _unreserved(self) -> int:
+    def _unreserved(self, req: Request) -> int:
         s = self.settings
-        return s.budget_tokens - (self.tools_tokens + sum(m.tokens for m in self.state.system) + s.pinned_max_tokens)
+        return s.budget_tokens - (req.tools_tokens + sum(m.tokens for m in self.state.system) + s.pinned_max_tokens)
 
     def render(self, m: Message, cap: int, names: dict[str, str]) -> tuple[dict[str, Any], int]:
         compacted = m.id in self.state.compacted
@@ -263,56 +260,60 @@ class ContextAssembler:
             body = self.counter.clip(text, max(0, rest - self.counter.count(note)), marker) + note
         return [{"type": "text", "text": body.strip()}] + kept
 
-    def render_unit(self, unit: Unit, names: dict[str, str]) -> list[tuple[dict[str, Any], int]]:
+    def render_unit(self, req: Request, unit: Unit, names: dict[str, str]) -> list[tuple[dict[str, Any], int]]:
         size = len(unit.messages)
         hot = self.state.hot
-        cap = self.message_cap(size)
+        cap = self.message_cap(req, size)
         if hot and unit.messages[-1].id == hot[-1].id:  # the newest unit (a query takes its room when asking)
             narrowed = self.narrowed
             if narrowed is not None and narrowed[0] == hot[-1].id:
-                cap = min(cap, narrowed[1]) if self.asking else narrowed[1]
-            elif not self.asking:
-                cap = self.newest_cap(size)
+                cap = min(cap, narrowed[1]) if req.asking else narrowed[1]
+            elif not req.asking:
+                cap = self.newest_cap(req, size)
         return [self.render(m, cap, names) for m in unit.messages]
 
-    def unit_tokens(self, unit: Unit) -> int:
-        return sum(t for _, t in self.render_unit(unit, tool_names([unit])))
+    def unit_tokens(self, req: Request, unit: Unit) -> int:
+        return sum(t for _, t in self.render_unit(req, unit, tool_names([unit])))
 
-    def narrow_newest(self, query: str | None = None, over: int = 0) -> bool:
+    def narrow_newest(self, req: Request, over: int = 0) -> tuple[Request, bool]:
         """Clip the query the prompt is for, when it has one, else the newest unit, to its
         share of the hot tier, as older units are, when the prompt cannot hold it whole beside
         what may not leave it (explicit pins, other units the guards keep); then, while it
         still exceeds the budget by ``over`` tokens, by those (at least 48 tokens a message
         stay). A query that cannot be clipped further leaves the rest to the newest unit
         (explicit pins set under a larger budget may fill most of a smaller one). Whether that
-        made the prompt shorter."""
-        if self.asking and query is not None and self._narrow_query(query, over):
-            return True
-        return self._narrow_unit(over)
+        made the prompt shorter, with the request to build it for (its query's cap set)."""
+        if req.asking:
+            req, shorter = self._narrow_query(req, over)
+            if shorter:
+                return req, True
+        return req, self._narrow_unit(req, over)
 
-    def _narrow_query(self, query: str, over: int) -> bool:
-        before = self.query_message(query)[1]
-        if self.query_cap is None:
-            self.query_cap = self.message_cap(1)
-            if self.query_message(query)[1] < before:
-                return True
-        self.query_cap = max(_MIN_CLIP_TOKENS, min(self.query_cap, before - over))
-        return self.query_message(query)[1] < before
+    def _narrow_query(self, req: Request, over: int) -> tuple[Request, bool]:
+        before = self.query_message(req)[1]
+        if req.query_cap is None:
+            req = replace(req, query_cap=self.message_cap(req, 1))
+            if self.query_message(req)[1] < before:
+                return req, True
+        assert req.query_cap is not None
+        req = replace(req, query_cap=max(_MIN_CLIP_TOKENS, min(req.query_cap, before - over)))
+        return req, self.query_message(req)[1] < before
 
-    def _narrow_unit(self, over: int) -> bool:
+    def _narrow_unit(self, req: Request, over: int) -> bool:
         hot = self.state.hot
         if not hot:
             return False
         newest, last = group_units(hot)[-1], hot[-1].id
-        shown = [t for _, t in self.render_unit(newest, tool_names([newest]))]
+        shown = [t for _, t in self.render_unit(req, newest, tool_names([newest]))]
         if self.narrowed is None or self.narrowed[0] != last:
-            self.narrowed = (last, self.message_cap(len(newest.messages)))
-            if self.unit_tokens(newest) < sum(shown):
+            self.narrowed = (last, self.message_cap(req, len(newest.messages)))
+            if self.unit_tokens(req, newest) < sum(shown):
                 return True
         self.narrowed = (last, max(_MIN_CLIP_TOKENS, min(self.narrowed[1], max(shown)) - over))
-        return self.unit_tokens(newest) < sum(shown)
+        return self.unit_tokens(req, newest) < sum(shown)
 
-    def pinned_section(self, query: str | None = None, room: int | None = None) -> tuple[dict[str, Any] | None, int]:
+    def pinned_section(self, req: Request, query: str | None = None, room: int | None = None
+                       ) -> tuple[dict[str, Any] | None, int]:
         """The pinned section: every explicit pin (``pin()``) and the rules pinned
         automatically, chosen by relevance to the latest user message (or ``query``), by the
         detector's confidence and by recency (:meth:`_rank_rules`) within the section's cap
@@ -327,7 +328,7 @@ class ContextAssembler:
         cap = self.settings.pinned_max_tokens if room is None else min(room, self.settings.pinned_max_tokens)
         twins: dict[int, int] = {}
         when: dict[str, float] = {}
-        explicit, auto = self.pinned_lines(twins, when)
+        explicit, auto = self.pinned_lines(req, twins, when)
         lines = [line for line, _ in explicit]
         shown = {fid for _, fid in explicit if fid is not None}
         used = self.counter.count_message(pinned_message(lines or ["x"]) or {})
@@ -408,7 +409,7 @@ class ContextAssembler:
         return ("pinned", self.cold.version, tuple((m.id, m.pinned) for m in self.state.pinned),
                 self.relevance_text(query), room)
 
-    def pinned_lines(self, twins: dict[int, int] | None = None, when: dict[str, float] | None = None
+    def pinned_lines(self, req: Request, twins: dict[int, int] | None = None, when: dict[str, float] | None = None
                      ) -> tuple[list[tuple[str, int | None]], list[tuple[str, int | None, int, float]]]:
         """Explicit pins (line, fact id) and automatic ones (line, fact id, seq, confidence),
         without repeats: a message the user pinned wins over a fact holding the same text.
@@ -421,7 +422,7 @@ class ContextAssembler:
         auto: list[tuple[str, int | None, int, float]] = []
         seen: set[str] = set()
         holder: dict[str, int] = {}
-        cap = self.message_cap(1)
+        cap = self.message_cap(req, 1)
 
         def message_line(m: Message) -> tuple[str, str] | None:
             sentences = [] if m.pinned else [c for c in extract_constraints(m.text) if not self.cold.knows(c)]
@@ -457,19 +458,19 @@ class ContextAssembler:
                 when[got[1]] = m.created_at
         return explicit, auto
 
-    def shown_pins(self, query: str | None, room: int | None) -> frozenset[int]:
+    def shown_pins(self, req: Request, query: str | None, room: int | None) -> frozenset[int]:
         """Ids of the pinned facts the pinned section shows for this query."""
-        return self._shown(query, room)[0]
+        return self._shown(req, query, room)[0]
 
-    def pinned_words(self, query: str | None, room: int | None) -> tuple[str, ...]:
+    def pinned_words(self, req: Request, query: str | None, room: int | None) -> tuple[str, ...]:
         """The words of each line the pinned section shows for this query (:func:`line_words`)."""
-        return self._shown(query, room)[1]
+        return self._shown(req, query, room)[1]
 
-    def _shown(self, query: str | None, room: int | None) -> tuple[frozenset[int], tuple[str, ...]]:
+    def _shown(self, req: Request, query: str | None, room: int | None) -> tuple[frozenset[int], tuple[str, ...]]:
         key = self._pinned_key(query, room)
         if key not in self._pinned_shown:
             self._section_cache.pop(key, None)
-            self.pinned_section(query, room)
+            self.pinned_section(req, query, room)
         return self._pinned_shown[key]
 
     def fit_section(self, make: Callable[[Sequence[str]], dict[str, Any] | None], lines: list[str],
@@ -488,11 +489,11 @@ class ContextAssembler:
         """What the optional sections are chosen for: ``query``, else the newest user message."""
         return query if query is not None else self.state.last_user_text()
 
-    def facts_section(self, query: str | None, room: int | None, pinned_room: int | None = None
-                       ) -> tuple[dict[str, Any] | None, int]:
+    def facts_section(self, req: Request, query: str | None, room: int | None, pinned_room: int | None = None
+                      ) -> tuple[dict[str, Any] | None, int]:
         text = self.relevance_text(query)
-        shown = self.shown_pins(query, pinned_room)
-        cap = self.section_cap(self.settings.facts_share)
+        shown = self.shown_pins(req, query, pinned_room)
+        cap = self.section_cap(req, self.settings.facts_share)
         key = ("facts", self.cold.version, text, room, shown, cap)
         hit = self._section_cache.get(key)
         if hit is not None:
@@ -528,7 +529,7 @@ class ContextAssembler:
         self._section_cache[key] = out
         return out
 
-    def summary_section(self, query: str | None, room: int | None, pinned_room: int | None = None
+    def summary_section(self, req: Request, query: str | None, room: int | None, pinned_room: int | None = None
                         ) -> tuple[dict[str, Any] | None, int]:
         """The rolling summary within ``room`` (its own cap when None). Its newest lines (what
         happened just before the hot tier, up to a third of its cap) always come; of the older
@@ -539,8 +540,8 @@ class ContextAssembler:
         if self.state.summary is None:
             return None, 0
         text_for = self.relevance_text(query)
-        cap = self.section_cap(self.settings.summary_share)
-        pinned = self.pinned_words(query, pinned_room)
+        cap = self.section_cap(req, self.settings.summary_share)
+        pinned = self.pinned_words(req, query, pinned_room)
         key = ("summary", self.state.summary.version, room, text_for, cap, pinned)
         hit = self._section_cache.get(key)
         if hit is not None:
@@ -589,8 +590,8 @@ class ContextAssembler:
         left_ids = [x for x in ids if not any(x in ln for ln in shown)]
         return "\n".join(([OLDEST + ", ".join(left_ids)] if left_ids else []) + shown)
 
-    def recall_section(self, query: str | None, room: int, hot: int | None = None, pinned_room: int | None = None
-                       ) -> tuple[dict[str, Any] | None, int]:
+    def recall_section(self, req: Request, query: str | None, room: int, hot: int | None = None,
+                       pinned_room: int | None = None) -> tuple[dict[str, Any] | None, int]:
         """Recalled memory within ``room``: recall has its share (:meth:`share`), and the part of
         the hot tier's share that the hot tier (``hot`` tokens of it in this prompt) does not
         use (a new session's prompt is mostly what it recalls). A message the pinned section
@@ -598,9 +599,10 @@ class ContextAssembler:
         text = self.relevance_text(query) if self.settings.auto_recall else ""
         if room <= 40:
             return None, 0
-        hot = self.hot_tokens() if hot is None else hot
-        limit = min(room, self.section_cap(self.settings.recall_share) + max(0, self.share(self.settings.hot_target) - hot))
-        pinned = self.pinned_words(query, pinned_room)
+        hot = self.hot_tokens(req) if hot is None else hot
+        limit = min(room, self.section_cap(req, self.settings.recall_share)
+                    + max(0, self.share(req, self.settings.hot_target) - hot))
+        pinned = self.pinned_words(req, query, pinned_room)
         key = ("recall", *self.recall.cache_key(text), limit, hot, pinned)
         hit = self._section_cache.get(key)
         if hit is not None:
@@ -612,7 +614,7 @@ class ContextAssembler:
         self._section_cache[key] = out
         return out
 
-    def focused_units(self, units: list[Unit], query: str, room: int) -> list[Unit]:
+    def focused_units(self, req: Request, units: list[Unit], query: str, room: int) -> list[Unit]:
         """The hot units a prompt for ``query`` shows, within ``room`` (the budget less the
         other sections). The newest units (``keep_recent_units`` of them, and as many as fit
         in half the hot tier's target: the conversation just before the question), open
@@ -623,9 +625,9 @@ class ContextAssembler:
         archive."""
         if not self.recall.possible or not query.strip():
             return units
-        recent, floor = max(1, self.settings.keep_recent_units), self.share(self.settings.hot_target) // 2
+        recent, floor = max(1, self.settings.keep_recent_units), self.share(req, self.settings.hot_target) // 2
         for i in range(len(units) - 1, -1, -1):
-            floor -= self.unit_tokens(units[i])
+            floor -= self.unit_tokens(req, units[i])
             if floor < 0:
                 break
             recent = max(recent, len(units) - i)
@@ -635,8 +637,8 @@ class ContextAssembler:
         if len(fixed) == len(units):
             return units
         by_message = {m.id: i for i, u in enumerate(units) if i not in fixed for m in u.messages}
-        sizes = {i: self.unit_tokens(units[i]) for i in set(by_message.values())}
-        left = room - sum(self.unit_tokens(units[i]) for i in fixed)
+        sizes = {i: self.unit_tokens(req, units[i]) for i in set(by_message.values())}
+        left = room - sum(self.unit_tokens(req, units[i]) for i in fixed)
         per_item = max(24, left // 3)
         kept: set[int] = set()
         exclude = {m.id for i in fixed for m in units[i].messages}
@@ -653,55 +655,58 @@ class ContextAssembler:
             kept |= mine
         return [u for i, u in enumerate(units) if i in fixed or i in kept]
 
-    def hot_tokens(self) -> int:
+    def hot_tokens(self, req: Request) -> int:
         # compaction only adds to the set while the hot tier keeps its first message, so its size is
         # enough; the cap changes with a request's tool schemas, and long messages are clipped to it
         hot = self.state.hot
         key = (len(hot), hot[0].id if hot else "", hot[-1].id if hot else "", len(self.state.compacted),
-               self.message_cap(1), self.newest_cap(1), self.asking, self.narrowed)
+               self.message_cap(req, 1), self.newest_cap(req, 1), req.asking, self.narrowed)
         if self._hot_cache is not None and self._hot_cache[0] == key:
             return self._hot_cache[1]
-        total = sum(self.unit_tokens(u) for u in group_units(self.state.hot))
+        total = sum(self.unit_tokens(req, u) for u in group_units(self.state.hot))
         self._hot_cache = (key, total)
         return total
 
-    def total(self, extra: int, query: str | None, rooms: Rooms) -> int:
+    def total(self, req: Request, extra: int, query: str | None, rooms: Rooms) -> int:
+        """The prompt's tokens with the sections in ``rooms`` (relevant to ``query``), the hot
+        tier and ``extra`` more; the request's tool schemas are not counted here."""
         system = sum(m.tokens for m in self.state.system)
-        _, pinned = self.pinned_section(query, rooms.pinned)
-        _, facts = self.facts_section(query, rooms.facts, rooms.pinned)
-        _, summary = self.summary_section(query, rooms.summary, rooms.pinned)
-        _, recall = self.recall_section(query, recall_room(rooms), pinned_room=rooms.pinned)
-        return system + pinned + facts + summary + recall + self.hot_tokens() + extra + REPLY_PRIMING
+        _, pinned = self.pinned_section(req, query, rooms.pinned)
+        _, facts = self.facts_section(req, query, rooms.facts, rooms.pinned)
+        _, summary = self.summary_section(req, query, rooms.summary, rooms.pinned)
+        _, recall = self.recall_section(req, query, recall_room(rooms), pinned_room=rooms.pinned)
+        return system + pinned + facts + summary + recall + self.hot_tokens(req) + extra + REPLY_PRIMING
 
-    def build(self, query_msg: dict[str, Any] | None, query: str | None, rooms: Rooms) -> list[dict[str, Any]]:
+    def build(self, req: Request, query_msg: dict[str, Any] | None, rooms: Rooms) -> list[dict[str, Any]]:
         """The prompt from sections computed once each; the pressure notice and then the
         recalled memory take only the room the others leave."""
+        query = req.query
         units = group_units(self.state.hot)
         names = tool_names(units)
-        pinned, pinned_t = self.pinned_section(query, rooms.pinned)
-        facts, facts_t = self.facts_section(query, rooms.facts, rooms.pinned)
-        summary, summary_t = self.summary_section(query, rooms.summary, rooms.pinned)
+        pinned, pinned_t = self.pinned_section(req, query, rooms.pinned)
+        facts, facts_t = self.facts_section(req, query, rooms.facts, rooms.pinned)
+        summary, summary_t = self.summary_section(req, query, rooms.summary, rooms.pinned)
         budget = self.settings.budget_tokens
         fixed = (sum(m.tokens for m in self.state.system) + pinned_t + facts_t + summary_t
-                 + (self.counter.count_message(query_msg) if query_msg else 0) + REPLY_PRIMING + self.tools_tokens)
+                 + (self.counter.count_message(query_msg) if query_msg else 0) + REPLY_PRIMING + req.tools_tokens)
         every = len(units)
         if query is not None and self.settings.query_focus:
-            units = self.focused_units(units, query, budget - fixed)
-        rendered = [r for u in units for r in self.render_unit(u, names)]
+            units = self.focused_units(req, units, query, budget - fixed)
+        rendered = [r for u in units for r in self.render_unit(req, u, names)]
         hot_t = sum(t for _, t in rendered)
-        left_out = self.hot_tokens() - hot_t if len(units) < every else 0  # recall's room, given back
+        left_out = self.hot_tokens(req) - hot_t if len(units) < every else 0  # recall's room, given back
         base = fixed + hot_t
         notice = None
         # pressure is measured in the room paging works in (the budget less the tool schemas
         # and the recall reserve), so the notice comes before a demotion, whatever recall adds
-        paged = max(1, self.share(self.settings.paged_share))
-        used = base - self.tools_tokens
-        if self.settings.pressure_notice and self.archive_offered and used > paged * self.settings.warning_threshold:
+        paged = max(1, self.share(req, self.settings.paged_share))
+        used = base - req.tools_tokens
+        if self.settings.pressure_notice and req.archive_offered and used > paged * self.settings.warning_threshold:
             notice = pressure_message(min(1.0, used / paged))
             if base + self.counter.count_message(notice) > budget:
                 notice = None
         room = budget - base - (self.counter.count_message(notice) if notice else 0)
-        recalled, _ = self.recall_section(query, max(0, min(recall_room(rooms) + left_out, room)), hot_t, rooms.pinned)
+        recalled, _ = self.recall_section(req, query, max(0, min(recall_room(rooms) + left_out, room)), hot_t, rooms.pinned)
         out = assemble(
             system=[m.data for m in self.state.system],
             pinned=pinned,

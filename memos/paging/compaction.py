@@ -35,6 +35,7 @@ from ..tiers.warm import ExtractiveSummarizer, Summarizer, SummaryPlan, fit_summ
 from .assembly import ContextAssembler, Rooms
 from .guards import Guard, GuardContext, ReferenceGuard, Verdict
 from .pager import CutPoint, find_cut_point, find_soft_compactions
+from .request import Request
 
 __all__ = ["Compactor", "PagingEvent"]
 
@@ -100,78 +101,83 @@ class Compactor:
         self.own_tool = own_tool  # whether a tool name is one of memos' own (under a known prefix)
         self.pending: Future[_DemotionPlan] | None = None  # a demotion being prepared in the background
 
-    def page(self, extra: int, query: str | None, *, strict: bool) -> Rooms:
-        """Compact and demote until the prompt fits; returns the room of the optional
-        sections. Recalled memory never causes paging: it fills the room left at the end.
-        When the prompt must shrink, relevant facts give way first, then the summary."""
+    def page(self, req: Request, extra: int, *, strict: bool) -> tuple[Rooms, Request]:
+        """Compact and demote until the prompt of ``req`` fits (``extra`` tokens more: its
+        query); returns the room of the optional sections, and the request to build the
+        prompt for (its query's cap set when the query had to be clipped). Recalled memory
+        never causes paging: it fills the room left at the end. When the prompt must shrink,
+        relevant facts give way first, then the summary."""
         s = self.settings
+        a, query = self.assembler, req.query
         asked = extra
-        extra += self.assembler.tools_tokens
-        self.finish_pending(wait=False)
+        extra += req.tools_tokens
+        self.finish_pending(req, wait=False)
         rooms = Rooms(recall=0)
-        total = self.assembler.total(extra, query, rooms)
+        total = a.total(req, extra, query, rooms)
         if total > s.budget_tokens and self.pending is not None:
-            self.finish_pending(wait=True)  # the prompt cannot wait for the background demotion
-            total = self.assembler.total(extra, query, rooms)
+            self.finish_pending(req, wait=True)  # the prompt cannot wait for the background demotion
+            total = a.total(req, extra, query, rooms)
         # The thresholds are shares of the room the conversation has: the budget less the tool
         # schemas, which every request carries whatever is paged, and with auto-recall less
         # the recall reserve too.
-        tools, scale = self.assembler.tools_tokens, s.paged_share
-        soft, hard = (tools + self.assembler.share(t * scale) for t in (s.soft_threshold, s.hard_threshold))
-        hot_target = self.assembler.share(s.hot_target * scale)
+        tools, scale = req.tools_tokens, s.paged_share
+        soft, hard = (tools + a.share(req, t * scale) for t in (s.soft_threshold, s.hard_threshold))
+        hot_target = a.share(req, s.hot_target * scale)
         if total > soft:
-            self.soft_compact(total - soft)
-            total = self.assembler.total(extra, query, rooms)
+            self.soft_compact(req, total - soft)
+            total = a.total(req, extra, query, rooms)
         if total > hard:
-            hot = self.assembler.hot_tokens()
+            hot = a.hot_tokens(req)
             # Down to the hot target, or lower when the other sections would leave the
             # context above the soft threshold (so the next turn does not demote again).
-            self.demote(max(0, min(hot_target, soft - (total - hot))))
-            total = self.assembler.total(extra, query, rooms)
+            self.demote(req, max(0, min(hot_target, soft - (total - hot))))
+            total = a.total(req, extra, query, rooms)
         if total > s.budget_tokens:
             for guard in (self.guard, self.last_resort):
-                self.demote(max(0, s.budget_tokens - (total - self.assembler.hot_tokens())), guard)
-                total = self.assembler.total(extra, query, rooms)
+                self.demote(req, max(0, s.budget_tokens - (total - a.hot_tokens(req))), guard)
+                total = a.total(req, extra, query, rooms)
                 if total <= s.budget_tokens:
                     break
         if total > s.budget_tokens:
-            _, facts = self.assembler.facts_section(query, None)
+            _, facts = a.facts_section(req, query, None)
             rooms = Rooms(recall=0, facts=max(0, facts - (total - s.budget_tokens)))
-            total = self.assembler.total(extra, query, rooms)
+            total = a.total(req, extra, query, rooms)
         if total > s.budget_tokens:
-            _, summary = self.assembler.summary_section(query, None)
+            _, summary = a.summary_section(req, query, None)
             rooms = Rooms(recall=0, facts=0, summary=max(0, summary - (total - s.budget_tokens)))
-            total = self.assembler.total(extra, query, rooms)
+            total = a.total(req, extra, query, rooms)
         if total > s.budget_tokens:  # automatic pins give way too; explicit ones never do
-            _, pinned = self.assembler.pinned_section(query, None)
+            _, pinned = a.pinned_section(req, query, None)
             rooms = replace(rooms, pinned=max(0, pinned - (total - s.budget_tokens)))
-            total = self.assembler.total(extra, query, rooms)
-        if total > s.budget_tokens and self.assembler.narrow_newest(query, total - s.budget_tokens):
-            # the newest unit's (or the query's) larger room did not fit beside what may not
-            # leave the prompt: it is clipped to its share, and the sections get their room back
-            if self.assembler.asking:
-                asked = self.assembler.query_message(query)[1]
-            return self.page(asked, query, strict=strict)
+            total = a.total(req, extra, query, rooms)
+        if total > s.budget_tokens:
+            narrowed, shorter = a.narrow_newest(req, total - s.budget_tokens)
+            if shorter:
+                # the newest unit's (or the query's) larger room did not fit beside what may not
+                # leave the prompt: it is clipped to its share, and the sections get their room back
+                if narrowed.asking:
+                    asked = a.query_message(narrowed)[1]
+                return self.page(narrowed, asked, strict=strict)
         if total > s.budget_tokens:
             if strict:
                 system = sum(m.tokens for m in self.state.system)
-                pinned = self.assembler.pinned_section(query, rooms.pinned)[1]
+                pinned = a.pinned_section(req, query, rooms.pinned)[1]
                 raise BudgetExceeded(
                     total, s.budget_tokens,
-                    f"system {system}, pinned section {pinned}, tool schemas {self.assembler.tools_tokens}, "
-                    f"hot tier that guards keep {self.assembler.hot_tokens()}",
+                    f"system {system}, pinned section {pinned}, tool schemas {req.tools_tokens}, "
+                    f"hot tier that guards keep {a.hot_tokens(req)}",
                 )
-            return rooms
-        return replace(rooms, recall=None if strict else 0, recall_room=s.budget_tokens - total)
+            return rooms, req
+        return replace(rooms, recall=None if strict else 0, recall_room=s.budget_tokens - total), req
 
-    def soft_compact(self, tokens_to_free: int) -> None:
+    def soft_compact(self, req: Request, tokens_to_free: int) -> None:
         units = group_units(self.state.hot)
         names = tool_names(units)
         by_id = {m.id: (m, len(u.messages)) for u in units for m in u.messages}
 
         def saving(mid: str) -> int:
             m, size = by_id[mid]
-            cap = self.assembler.message_cap(size)
+            cap = self.assembler.message_cap(req, size)
             _, now = self.assembler.render(m, cap, names)
             self.state.compacted.add(mid)
             try:
@@ -187,7 +193,7 @@ class Compactor:
         if not ids:
             return
         start = time.perf_counter()
-        before = self.assembler.total(0, None, Rooms())
+        before = self.assembler.total(req, 0, None, Rooms())
         # what the placeholders hide goes to the cold tier first (task state, identifiers)
         chosen = set(ids)
         hidden = [m for u in units if any(m.id in chosen for m in u.messages)
@@ -197,7 +203,7 @@ class Compactor:
         cands += timed(identifier_facts([message_source(m) for m in self.conversation(hidden) if m.id in chosen], "", known),
                        hidden)
         self.state.compacted.update(ids)
-        after = self.assembler.total(0, None, Rooms())
+        after = self.assembler.total(req, 0, None, Rooms())
         by_call = {c: u.messages[0] for u in units for c in u.messages[0].tool_call_ids}
         traffic = self.traffic(hidden)
         items = [self.archive_item([by_call[str(m.data.get("tool_call_id"))], m], "tool_result", f"result:{m.id}")
@@ -276,35 +282,37 @@ class Compactor:
             text, name = ExtractiveSummarizer(self.counter).summarize(plan), f"extractive (fallback: {_reason(exc)})"
         return fit_summary(text, self.settings.summary_max_tokens, self.counter), name
 
-    def demote(self, target: int, guard: Guard | None = None) -> bool:
+    def demote(self, req: Request, target: int, guard: Guard | None = None) -> bool:
         """Demote the oldest units down to ``target`` hot tokens. With background
         compaction (and the normal guard) the summary and the facts are prepared on a
         worker thread while the units stay hot; the result is applied on a later call."""
         if self.pending is not None:
             if guard is None and not self.pending.done():
                 return False  # one demotion at a time; the units it takes are still hot
-            self.finish_pending(wait=True)
+            self.finish_pending(req, wait=True)
         units = group_units(self.state.hot)
-        cut = find_cut_point(units, target_tokens=target, guard=guard or self.guard, unit_tokens=self.assembler.unit_tokens,
+        cut = find_cut_point(units, target_tokens=target, guard=guard or self.guard,
+                             unit_tokens=lambda u: self.assembler.unit_tokens(req, u),
                              known=self.cold.knows, hold_limit=self.settings.hot_target_tokens // 2)
         if cut.empty:
             return False
-        if guard is None and sum(self.assembler.unit_tokens(u) for u in cut.demote) < _MIN_DEMOTION_TOKENS and not cut.pin:
+        if guard is None and sum(self.assembler.unit_tokens(req, u) for u in cut.demote) < _MIN_DEMOTION_TOKENS and not cut.pin:
             return False  # a summary line costs about what a crumb frees; wait until there is more to move
-        before = self.assembler.total(0, None, Rooms())
+        before = self.assembler.total(req, 0, None, Rooms())
         if self.settings.background_compaction and guard is None:
             self.pending = self.store.submit(self.plan_demotion, cut, units, before)
             return True
-        self.apply_demotion(self.plan_demotion(cut, units, before))
+        self.apply_demotion(req, self.plan_demotion(cut, units, before))
         return True
 
-    def finish_pending(self, *, wait: bool) -> None:
-        """Apply a background demotion once it is ready (or wait for it)."""
+    def finish_pending(self, req: Request, *, wait: bool) -> None:
+        """Apply a background demotion once it is ready (or wait for it); ``req`` is the
+        request the prompt's tokens after it are measured for."""
         pending = self.pending
         if pending is None or (not wait and not pending.done()):
             return
         self.pending = None
-        self.apply_demotion(pending.result())
+        self.apply_demotion(req, pending.result())
 
     def discard_pending(self) -> None:
         """Drop a background demotion without applying it: it was planned from state the
@@ -354,7 +362,7 @@ class Compactor:
                              through=through, old_summary=old_summary, candidates=cands, invalidations=invs,
                              tokens_before=before, started=start)
 
-    def apply_demotion(self, p: _DemotionPlan) -> None:
+    def apply_demotion(self, req: Request, p: _DemotionPlan) -> None:
         """Move the planned units out of the hot tier and write the demotion in one transaction."""
         removed = p.cut.ids
         compacted_before = set(self.state.compacted)
@@ -387,7 +395,7 @@ class Compactor:
             self.archival.stage(session, items)
             return fact_log(changes)
 
-        after = self.assembler.total(0, None, Rooms())
+        after = self.assembler.total(req, 0, None, Rooms())
         try:
             row = self.store.demote(
                 self.state.namespace,

@@ -18,6 +18,7 @@ from ..storage.log import Store
 from ..tiers.cold import ColdTier, Fact, FactCandidate, fact_key
 from ..tiers.state import SessionState
 from .assembly import LONGEST_REST_NOTICE, ContextAssembler, pinned_message_line
+from .request import Request
 
 __all__ = ["Pins"]
 
@@ -34,8 +35,9 @@ class Pins:
         self.cold = cold
         self.assembler = assembler
 
-    def pin(self, message_id: str | None = None, fact_id: int | None = None, text: str | None = None) -> Fact | None:
-        """See :meth:`memos.Memory.pin`."""
+    def pin(self, req: Request, message_id: str | None = None, fact_id: int | None = None,
+            text: str | None = None) -> Fact | None:
+        """See :meth:`memos.Memory.pin`; ``req`` is the request the pinned lines are measured for."""
         target = one_of(message_id=message_id, fact_id=fact_id, text=text)
         if target == "message_id":
             found = [m for m, _, _ in self.store.load_messages(self.state.namespace) if m.id == str(message_id)]
@@ -43,18 +45,18 @@ class Pins:
                 raise ValueError(f"no message with id {message_id!r} in session {self.state.namespace!r}")
             m = found[0]
             if not m.pinned:
-                self._check_room(pinned_message_line(m))
+                self._check_room(req, pinned_message_line(m))
             self._set(str(message_id), True)
             return None
         if target == "fact_id":
             fact = self.cold.get(int(fact_id))  # type: ignore[arg-type]
             if not (fact.pinned and fact.origin == "explicit"):
-                self._check_room(fact.line())
+                self._check_room(req, fact.line())
             return self.cold.set_pinned(int(fact_id), True, origin="explicit")  # type: ignore[arg-type]
         if not isinstance(text, str) or not text.strip():
             raise ValueError("pin(text=...) needs non-empty text")
         body = " ".join(clean_text(text).split())
-        self._check_room(f"constraint: {body}")
+        self._check_room(req, f"constraint: {body}")
         changes = self.cold.apply([FactCandidate("constraint", fact_key("constraint", body), body, (),
                                                  self.state.next_seq - 1, pinned=True, origin="explicit")])
         fact = changes[0].fact
@@ -70,25 +72,25 @@ class Pins:
         else:
             self.cold.set_pinned(int(fact_id), False)  # type: ignore[arg-type]
 
-    def over_cap(self) -> tuple[int, int, int] | None:
+    def over_cap(self, req: Request) -> tuple[int, int, int] | None:
         """``(pins, tokens, cap)`` when the explicit pins (with the pinned messages still
         hot) take more than the pinned section's cap, else ``None``: pins set in a session
         with a larger budget, or a larger ``pinned_share``, are the user's in this one too."""
-        pins, _, needed = self._measure([])
+        pins, _, needed = self._measure(req, [])
         cap = self.settings.pinned_max_tokens
         return (pins, needed, cap) if needed > cap else None
 
-    def _measure(self, extra: list[str]) -> tuple[int, int, int]:
+    def _measure(self, req: Request, extra: list[str]) -> tuple[int, int, int]:
         """The explicit pins, the pinned messages still hot (which join the section when
         demoted: they count now), and the tokens of a section holding them, ``extra`` and the
         longest line telling of automatic rules past the cap."""
-        explicit, _ = self.assembler.pinned_lines()
+        explicit, _ = self.assembler.pinned_lines(req)
         hot = [pinned_message_line(m) for m in self.state.hot if m.pinned]
         lines = [ln for ln, _ in explicit] + hot + extra + [LONGEST_REST_NOTICE]
         return len(explicit), len(hot), self.counter.count_message(pinned_message(lines) or {})
 
-    def _check_room(self, line: str) -> None:
-        pins, hot, needed = self._measure([line])
+    def _check_room(self, req: Request, line: str) -> None:
+        pins, hot, needed = self._measure(req, [line])
         cap = self.settings.pinned_max_tokens
         if needed > cap:
             held = f"{pins} explicit pin(s) already"

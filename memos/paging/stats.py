@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..tiers.archival import ArchivalTier
 from ..tiers.cold import ColdTier
 from ..tiers.hot import group_units
 from .assembly import ContextAssembler, Rooms
+from .request import Request
 
-__all__ = ["MemoryStats", "measure"]
+__all__ = ["ArchiveCounts", "MemoryStats", "archive_counts", "measure"]
 
 
 @dataclass(frozen=True)
@@ -36,30 +38,38 @@ class MemoryStats:
     context_tokens: int
     budget_tokens: int
     encoding: str
-    # items in the scope's archive, and those of them whose vectors are not written yet
-    archived_items: int = 0
-    vectors_pending: int = 0
 
 
-def measure(assembler: ContextAssembler, cold: ColdTier, archival: ArchivalTier) -> MemoryStats:
-    """The stats of the session ``assembler`` builds prompts for."""
+def measure(assembler: ContextAssembler, req: Request, cold: ColdTier) -> MemoryStats:
+    """The stats of the session ``assembler`` builds prompts for, with requests like ``req``."""
     a, s = assembler, assembler.state
     facts = cold.facts()
     return MemoryStats(
         messages=s.count,
         hot_messages=len(s.hot),
-        hot_tokens=sum(a.unit_tokens(u) for u in group_units(s.hot)),
+        hot_tokens=sum(a.unit_tokens(req, u) for u in group_units(s.hot)),
         pinned_messages=len(s.pinned),
-        pinned_tokens=a.pinned_section()[1],
-        summary_tokens=a.summary_section(None, None)[1],
+        pinned_tokens=a.pinned_section(req)[1],
+        summary_tokens=a.summary_section(req, None, None)[1],
         summary_version=s.summary.version if s.summary else 0,
         facts=len(facts),
         pinned_facts=sum(1 for f in facts if f.pinned),
         demotions=s.demotions,
         soft_compactions=s.soft_compactions,
-        context_tokens=a.total(0, None, Rooms()),
+        context_tokens=a.total(req, 0, None, Rooms()),
         budget_tokens=a.settings.budget_tokens,
         encoding=a.counter.encoding_name,
-        archived_items=archival.count(),
-        vectors_pending=archival.pending(),
     )
+
+
+class ArchiveCounts(NamedTuple):
+    """The archive of a session's scope: items archived, and those whose vectors are not
+    written yet (dense search does not see them; keyword search does)."""
+
+    items: int
+    vectors_pending: int
+
+
+def archive_counts(archival: ArchivalTier) -> ArchiveCounts:
+    """The counts of ``archival`` now."""
+    return ArchiveCounts(archival.count(), archival.pending())

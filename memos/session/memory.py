@@ -28,7 +28,8 @@ from ..core.tokens import TokenCounter, default_counter
 from ..paging.compaction import PagingEvent
 from ..paging.guards import Guard, GuardFn
 from ..paging.journal import Rollback, rollback, withdraw
-from ..paging.stats import MemoryStats, measure
+from ..paging.request import Request
+from ..paging.stats import ArchiveCounts, MemoryStats, archive_counts, measure
 from ..storage.facts import FACT_KINDS
 from ..storage.log import CompactionRow, Store, SummaryRow, validate_namespace
 from ..storage.schema import in_memory
@@ -125,6 +126,8 @@ class Memory:
         self.guard: Guard = parts.guard
         self._state, self._recall, self._assembler = parts.state, parts.recall, parts.assembler
         self._pins, self._archiver, self._compactor, self._tools = parts.pins, parts.archiver, parts.compactor, parts.tools
+        # the last prompt's request less its query: what add() pages for, and stats() measures
+        self._request: Request = parts.request
         self._budget_recorded = False
         self._crowding_told = False
         self._pins_told = False  # whether explicit pins over this session's cap were logged
@@ -161,8 +164,7 @@ class Memory:
             self._recall.promoted = []
             cands, invs, _ = self._compactor.extract(users, rules_only=True)
             self._cold.apply(cands, invs)
-        self._assembler.asking = False
-        self._compactor.page(0, None, strict=False)
+        self._compactor.page(self._request, 0, strict=False)
         return logged
 
     def context(self, query: str | None = None, *, tools: Sequence[dict[str, Any]] | None = None,
@@ -189,8 +191,9 @@ class Memory:
         if isinstance(reserve, bool) or not isinstance(reserve, int) or reserve < 0:
             raise ValueError(f"reserve must be a non-negative int of tokens, got {reserve!r}")
         self._catch_up()
-        tokens, self._assembler.archive_offered = self._tools.measure(tools)
-        self._assembler.tools_tokens = tokens + reserve
+        tokens, archive_offered = self._tools.measure(tools)
+        req = Request(query=query, tools_tokens=tokens + reserve, archive_offered=archive_offered)
+        self._request = replace(req, query=None)
         if 2 * (tokens + reserve) > self.settings.budget_tokens and not self._crowding_told:
             self._crowding_told = True
             log.warning("the tool schemas (%d tokens) and reserve (%d) take over half of the %d-token budget, "
@@ -200,19 +203,17 @@ class Memory:
                         max(0, self.settings.budget_tokens - tokens - reserve))
         if not self._pins_told:
             self._pins_told = True
-            if (over := self._pins.over_cap()) is not None:
+            if (over := self._pins.over_cap(req)) is not None:
                 log.warning("the user's %d explicit pin(s) take %d tokens, over this session's pinned cap of %d "
                             "(pinned_share %.2f of the %d-token budget; set where either was larger): every "
                             "prompt keeps them all, and the conversation gets less room; unpin some "
                             "(mem.unpin(fact_id=...)) or raise the budget", over[0], over[1], over[2],
                             self.settings.pinned_share, self.settings.budget_tokens)
-        self._assembler.query_cap = None
-        query_msg, extra = self._assembler.query_message(query)
-        self._assembler.asking = query_msg is not None
-        rooms = self._compactor.page(extra, query, strict=True)
-        if self._assembler.query_cap is not None:
-            query_msg, _ = self._assembler.query_message(query)
-        return self._assembler.build(query_msg, query, rooms)
+        query_msg, extra = self._assembler.query_message(req)
+        rooms, req = self._compactor.page(req, extra, strict=True)
+        if req.query_cap is not None:
+            query_msg, _ = self._assembler.query_message(req)
+        return self._assembler.build(req, query_msg, rooms)
 
     # -- the session's state -------------------------------------------------------
 
@@ -243,7 +244,7 @@ class Memory:
 
     def wait(self) -> None:
         """Apply a demotion being prepared in the background, waiting for it if need be."""
-        self._compactor.finish_pending(wait=True)
+        self._compactor.finish_pending(self._request, wait=True)
 
     def _catch_up(self) -> None:
         """Read the session again when another writer (a second worker process, another
@@ -278,7 +279,7 @@ class Memory:
 
     def stats(self) -> MemoryStats:
         """Sizes of the tiers and counts of paging events."""
-        return measure(self._assembler, self._cold, self._archival)
+        return measure(self._assembler, self._request, self._cold)
 
     # -- the compaction journal ----------------------------------------------------
 
@@ -345,7 +346,7 @@ class Memory:
         automatic rules past it, else :class:`~memos.core.errors.PinLimitExceeded` is raised here
         and nothing is pinned.
         """
-        return self._pins.pin(message_id, fact_id, text)
+        return self._pins.pin(self._request, message_id, fact_id, text)
 
     def unpin(self, message_id: str | None = None, *, fact_id: int | None = None) -> None:
         """Undo :meth:`pin` for a message (also one a guard pinned) or a fact; both stay stored."""
@@ -424,6 +425,11 @@ class Memory:
         while n := self._archival.flush(limit=256):
             total += n
         return total
+
+    def archive_counts(self) -> ArchiveCounts:
+        """How many items the archive of this session's scope holds, and how many of them still
+        wait for their vectors (the background indexer writes them; :meth:`flush` at once)."""
+        return archive_counts(self._archival)
 
     def embedding_model(self) -> str | None:
         """The name of the model dense search runs with, or ``None`` when archival search is

@@ -36,7 +36,7 @@ def snapshot(mem: Memory) -> dict[str, Any]:
     """The tiers of a session as JSON-able data: hot messages, the summary with its version,
     pinned messages, pinned and current facts, archival counts, the compaction log, stats."""
     hot = mem.hot()
-    st = mem.stats()
+    st, counts = mem.stats(), mem.archive_counts()
     summary = mem.summary_version()
     return {
         "namespace": {"user": mem.namespace[0], "agent": mem.namespace[1], "session": mem.namespace[2]}
@@ -50,7 +50,7 @@ def snapshot(mem: Memory) -> dict[str, Any]:
                     "through_seq": summary.through_seq, "text": summary.text} if summary else None,
         "facts": [{"id": f.id, "kind": f.kind, "key": f.key, "value": f.value, "pinned": f.pinned,
                    "source_seq": f.source_seq, "confidence": f.confidence} for f in mem.facts()],
-        "archival": {"items": st.archived_items, "waiting_for_vectors": st.vectors_pending},
+        "archival": {"items": counts.items, "waiting_for_vectors": counts.vectors_pending},
         "compactions": [{
             "id": e.id, "kind": e.kind, "time": _iso(e.created_at), "tokens_before": e.tokens_before,
             "tokens_after": e.tokens_after, "message_ids": json.loads(e.message_ids), "summary_version": e.summary_version,

@@ -22,6 +22,7 @@ from ..paging.assembly import ContextAssembler
 from ..paging.compaction import Compactor, PagingEvent
 from ..paging.guards import ConstraintGuard, Guard, GuardFn, PinGuard, RecencyGuard, ReferenceGuard, ToolChainGuard, as_guard
 from ..paging.pins import Pins
+from ..paging.request import Request
 from ..retrieval.recall import Recall
 from ..storage.log import Namespace
 from ..text.embeddings import Embedder
@@ -49,6 +50,8 @@ class Parts:
     archiver: Archiver
     compactor: Compactor
     tools: RequestTools
+    # what the session's requests carry until a context() call says otherwise (its tools)
+    request: Request
     guard: Guard
     summarizer: Summarizer
     extractor: FactExtractor
@@ -95,7 +98,7 @@ def wire(
     state = SessionState(namespace)
     state.load(store)
     recall = Recall(state, settings, counter, cold, archival)
-    assembler = ContextAssembler(state, settings, counter, cold, recall, request_tools.measure()[0])
+    assembler = ContextAssembler(state, settings, counter, cold, recall)
     archiver = Archiver(state, scope, store, archival, own_tool=lambda name: request_tools.name(name) is not None)
 
     def reload() -> None:
@@ -115,5 +118,6 @@ def wire(
     )
     return Parts(state=state, cold=cold, archival=archival, recall=recall, assembler=assembler,
                  pins=Pins(state, settings, counter, store, cold, assembler), archiver=archiver,
-                 compactor=compactor, tools=request_tools, guard=full_guard, summarizer=summarizer,
+                 compactor=compactor, tools=request_tools, request=Request(tools_tokens=request_tools.measure()[0]),
+                 guard=full_guard, summarizer=summarizer,
                  extractor=extractor)
