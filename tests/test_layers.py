@@ -55,3 +55,14 @@ def test_the_check_fails_on_an_upward_import_or_a_cycle(tmp_path, monkeypatch, f
         assert _lint(config, monkeypatch, tmp_path) == 1
     finally:
         sys.modules.pop("demo_layers", None)
+
+
+def test_only_the_config_module_reads_the_environment():
+    readers = []
+    for path in sorted((ROOT / "memos").rglob("*.py")):
+        if path == ROOT / "memos" / "core" / "config.py":
+            continue
+        text = path.read_text(encoding="utf-8")
+        if "os.environ" in text or "getenv(" in text:
+            readers.append(str(path.relative_to(ROOT)))
+    assert readers == []

@@ -37,7 +37,7 @@ from ..tiers.warm import OLDEST, fit_summary, layers
 from .guards import extract_constraints
 from .request import Request
 
-__all__ = ["ContextAssembler", "Rooms", "recall_room"]
+__all__ = ["ContextAssembler", "Plan", "Rooms", "recall_room"]
 
 _MIN_CLIP_TOKENS = 48
 # a message with images keeps at least this much of its text beside them (when it has that much)
@@ -54,6 +54,24 @@ class Rooms:
     summary: int | None = None
     pinned: int | None = None  # room of the automatic pins
     recall_room: int = 0  # tokens left for recalled memory once everything else is placed
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A prompt's size in tokens, section by section, as the pager works from it."""
+
+    system: int
+    pinned: int
+    facts: int
+    summary: int
+    recall: int
+    hot: int
+    extra: int  # the query and the request's tool schemas
+
+    @property
+    def total(self) -> int:
+        """Every section, the hot tier, ``extra`` and the reply's priming."""
+        return self.system + self.pinned + self.facts + self.summary + self.recall + self.hot + self.extra + REPLY_PRIMING
 
 
 def recall_room(rooms: Rooms) -> int:
@@ -667,15 +685,22 @@ class ContextAssembler:
         self._hot_cache = (key, total)
         return total
 
+    def plan(self, req: Request, extra: int, query: str | None, rooms: Rooms) -> Plan:
+        """The prompt's size section by section: the sections in ``rooms`` (relevant to
+        ``query``), the hot tier, and ``extra`` more (the query, the tool schemas)."""
+        return Plan(
+            system=sum(m.tokens for m in self.state.system),
+            pinned=self.pinned_section(req, query, rooms.pinned)[1],
+            facts=self.facts_section(req, query, rooms.facts, rooms.pinned)[1],
+            summary=self.summary_section(req, query, rooms.summary, rooms.pinned)[1],
+            recall=self.recall_section(req, query, recall_room(rooms), pinned_room=rooms.pinned)[1],
+            hot=self.hot_tokens(req),
+            extra=extra,
+        )
+
     def total(self, req: Request, extra: int, query: str | None, rooms: Rooms) -> int:
-        """The prompt's tokens with the sections in ``rooms`` (relevant to ``query``), the hot
-        tier and ``extra`` more; the request's tool schemas are not counted here."""
-        system = sum(m.tokens for m in self.state.system)
-        _, pinned = self.pinned_section(req, query, rooms.pinned)
-        _, facts = self.facts_section(req, query, rooms.facts, rooms.pinned)
-        _, summary = self.summary_section(req, query, rooms.summary, rooms.pinned)
-        _, recall = self.recall_section(req, query, recall_room(rooms), pinned_room=rooms.pinned)
-        return system + pinned + facts + summary + recall + self.hot_tokens(req) + extra + REPLY_PRIMING
+        """The prompt's tokens (:meth:`plan`'s total)."""
+        return self.plan(req, extra, query, rooms).total
 
     def build(self, req: Request, query_msg: dict[str, Any] | None, rooms: Rooms) -> list[dict[str, Any]]:
         """The prompt from sections computed once each; the pressure notice and then the

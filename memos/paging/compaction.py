@@ -113,62 +113,58 @@ class Compactor:
         extra += req.tools_tokens
         self.finish_pending(req, wait=False)
         rooms = Rooms(recall=0)
-        total = a.total(req, extra, query, rooms)
-        if total > s.budget_tokens and self.pending is not None:
+        plan = a.plan(req, extra, query, rooms)
+        if plan.total > s.budget_tokens and self.pending is not None:
             self.finish_pending(req, wait=True)  # the prompt cannot wait for the background demotion
-            total = a.total(req, extra, query, rooms)
+            plan = a.plan(req, extra, query, rooms)
         # The thresholds are shares of the room the conversation has: the budget less the tool
         # schemas, which every request carries whatever is paged, and with auto-recall less
         # the recall reserve too.
         tools, scale = req.tools_tokens, s.paged_share
         soft, hard = (tools + a.share(req, t * scale) for t in (s.soft_threshold, s.hard_threshold))
         hot_target = a.share(req, s.hot_target * scale)
-        if total > soft:
-            self.soft_compact(req, total - soft)
-            total = a.total(req, extra, query, rooms)
-        if total > hard:
-            hot = a.hot_tokens(req)
+        if plan.total > soft:
+            self.soft_compact(req, plan.total - soft)
+            plan = a.plan(req, extra, query, rooms)
+        if plan.total > hard:
             # Down to the hot target, or lower when the other sections would leave the
             # context above the soft threshold (so the next turn does not demote again).
-            self.demote(req, max(0, min(hot_target, soft - (total - hot))))
-            total = a.total(req, extra, query, rooms)
-        if total > s.budget_tokens:
+            self.demote(req, max(0, min(hot_target, soft - (plan.total - plan.hot))))
+            plan = a.plan(req, extra, query, rooms)
+        if plan.total > s.budget_tokens:
             for guard in (self.guard, self.last_resort):
-                self.demote(req, max(0, s.budget_tokens - (total - a.hot_tokens(req))), guard)
-                total = a.total(req, extra, query, rooms)
-                if total <= s.budget_tokens:
+                self.demote(req, max(0, s.budget_tokens - (plan.total - plan.hot)), guard)
+                plan = a.plan(req, extra, query, rooms)
+                if plan.total <= s.budget_tokens:
                     break
-        if total > s.budget_tokens:
-            _, facts = a.facts_section(req, query, None)
-            rooms = Rooms(recall=0, facts=max(0, facts - (total - s.budget_tokens)))
-            total = a.total(req, extra, query, rooms)
-        if total > s.budget_tokens:
-            _, summary = a.summary_section(req, query, None)
-            rooms = Rooms(recall=0, facts=0, summary=max(0, summary - (total - s.budget_tokens)))
-            total = a.total(req, extra, query, rooms)
-        if total > s.budget_tokens:  # automatic pins give way too; explicit ones never do
-            _, pinned = a.pinned_section(req, query, None)
-            rooms = replace(rooms, pinned=max(0, pinned - (total - s.budget_tokens)))
-            total = a.total(req, extra, query, rooms)
-        if total > s.budget_tokens:
-            narrowed, shorter = a.narrow_newest(req, total - s.budget_tokens)
+        # then the sections give way, each by what is still over: relevant facts, the summary,
+        # the automatic pins (explicit ones never do)
+        if plan.total > s.budget_tokens:
+            rooms = Rooms(recall=0, facts=max(0, plan.facts - (plan.total - s.budget_tokens)))
+            plan = a.plan(req, extra, query, rooms)
+        if plan.total > s.budget_tokens:
+            rooms = Rooms(recall=0, facts=0, summary=max(0, plan.summary - (plan.total - s.budget_tokens)))
+            plan = a.plan(req, extra, query, rooms)
+        if plan.total > s.budget_tokens:
+            rooms = replace(rooms, pinned=max(0, plan.pinned - (plan.total - s.budget_tokens)))
+            plan = a.plan(req, extra, query, rooms)
+        if plan.total > s.budget_tokens:
+            narrowed, shorter = a.narrow_newest(req, plan.total - s.budget_tokens)
             if shorter:
                 # the newest unit's (or the query's) larger room did not fit beside what may not
                 # leave the prompt: it is clipped to its share, and the sections get their room back
                 if narrowed.asking:
                     asked = a.query_message(narrowed)[1]
                 return self.page(narrowed, asked, strict=strict)
-        if total > s.budget_tokens:
+        if plan.total > s.budget_tokens:
             if strict:
-                system = sum(m.tokens for m in self.state.system)
-                pinned = a.pinned_section(req, query, rooms.pinned)[1]
                 raise BudgetExceeded(
-                    total, s.budget_tokens,
-                    f"system {system}, pinned section {pinned}, tool schemas {req.tools_tokens}, "
+                    plan.total, s.budget_tokens,
+                    f"system {plan.system}, pinned section {plan.pinned}, tool schemas {req.tools_tokens}, "
                     f"hot tier that guards keep {a.hot_tokens(req)}",
                 )
             return rooms, req
-        return replace(rooms, recall=None if strict else 0, recall_room=s.budget_tokens - total), req
+        return replace(rooms, recall=None if strict else 0, recall_room=s.budget_tokens - plan.total), req
 
     def soft_compact(self, req: Request, tokens_to_free: int) -> None:
         units = group_units(self.state.hot)
