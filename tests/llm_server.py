@@ -15,6 +15,11 @@ Faults are injected per request: ``faults`` is a queue consumed first ("429", "5
 (seeded). Every request body is kept in ``requests``. ``system_first_only`` answers 400 to a
 chat request with a system (or developer) message anywhere but first, as a server does
 whose model's chat template takes one system message only.
+
+Like the API, it answers 400 to a chat request holding a tool message that does not answer
+a call of the assistant message right before its run of tool messages, or an assistant
+message whose tool calls are not all answered by the tool messages right after it
+(:func:`chat_orphans`, written apart from memos' own check).
 """
 
 from __future__ import annotations
@@ -192,6 +197,10 @@ class FakeOpenAI:
                         return
                     self._send(200, json.dumps(_response(server.reply(chat))).encode())
                     return
+                orphan = chat_orphans(body.get("messages") or [])
+                if orphan is not None:
+                    self._send(400, _error(orphan, "invalid_request_error"))
+                    return
                 later = [i for i, m in enumerate(body.get("messages") or []) if i and m.get("role") in ("system", "developer")]
                 if server.system_first_only and later:
                     self._send(400, _error(f"messages[{later[0]}]: a system message is accepted only as the first message "
@@ -200,6 +209,27 @@ class FakeOpenAI:
                 self._send(200, json.dumps(server.reply(body)).encode())
 
         return Handler
+
+
+def chat_orphans(messages: list[dict[str, Any]]) -> str | None:
+    """What the chat completions API says of a tool message without its call or a call
+    without its result (the first one), or ``None`` when every call is answered right after
+    it and every tool message answers one."""
+    waiting: list[str] = []  # the calls of the assistant message this run of tool messages follows
+    for i, m in enumerate(messages):
+        if m.get("role") == "tool":
+            if m.get("tool_call_id") not in waiting:
+                return (f"Invalid parameter: messages[{i}]: messages with role 'tool' must be a response to a "
+                        "preceeding message with 'tool_calls'.")
+            waiting.remove(m["tool_call_id"])
+            continue
+        if waiting:
+            break
+        waiting = [c.get("id") for c in m.get("tool_calls") or []] if m.get("role") == "assistant" else []
+    if waiting:
+        return ("An assistant message with 'tool_calls' must be followed by tool messages responding to each "
+                f"'tool_call_id'. The following tool_call_ids did not have response messages: {', '.join(waiting)}")
+    return None
 
 
 def chat_request(body: dict[str, Any]) -> dict[str, Any]:

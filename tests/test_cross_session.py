@@ -349,7 +349,7 @@ def test_erased_values_leave_no_copy_in_the_unused_space_of_live_pages(store):
     sessions = {u: ms.session("s1", user=u, tools=[]) for u in ids}
     for u, mine in ids.items():
         shuffled = random.Random(u).sample(mine, len(mine))
-        sessions[u].cold.apply([FactCandidate("identifier", i, f"{i} is a locker code", (f"m-{i}",), 1, once=True)
+        sessions[u]._cold.apply([FactCandidate("identifier", i, f"{i} is a locker code", (f"m-{i}",), 1, once=True)
                                 for i in shuffled])
     with ms.engine.connect() as conn:
         conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
