@@ -11,7 +11,7 @@ import logging
 from .adapters.agent import TurnResult
 from .adapters.llm import LLMConfig
 from .core.config import DEFAULT_SETTINGS, MemosSettings
-from .core.errors import BudgetExceeded, InvalidMessage, InvalidNamespace, MemosError, PinLimitExceeded
+from .core.errors import BudgetExceeded, InvalidMessage, InvalidNamespace, MemosError, PinLimitExceeded, StoreNotFound
 from .core.messages import Message
 from .core.tokens import TokenCounter
 from .paging.compaction import PagingEvent
@@ -76,6 +76,7 @@ __all__ = [
     "Rollback",
     "RuleExtractor",
     "Store",
+    "StoreNotFound",
     "Summarizer",
     "SummaryRow",
     "TokenCounter",

@@ -162,8 +162,51 @@ def test_export_into_a_reader_that_stops_early_says_nothing(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "memos", "export", "--store", store, "--user", "ana", "--session", "s"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
     assert proc.stdout is not None and proc.stderr is not None
-    assert "Message 0:" in proc.stdout.readline().decode()  # as `| head -1` reads it
+    assert '"memos_export"' in proc.stdout.readline().decode()  # the header, then the messages
+    assert "Message 0:" in proc.stdout.readline().decode()  # as `| head -2` reads them
     proc.stdout.close()
     err = proc.stderr.read().decode()
     proc.wait(timeout=120)
     assert err == "", err  # no "error: [Errno 32] Broken pipe", no traceback
+
+
+def test_a_store_whose_folder_does_not_exist_is_refused_alike_by_memory_and_the_cli(tmp_path):
+    from memos import Memory, MemoryStore, StoreNotFound
+
+    typo = tmp_path / "nonexistent" / "dir" / "x.db"
+    with pytest.raises(StoreNotFound, match="no folder") as err:
+        Memory("s", store=str(typo))
+    assert isinstance(err.value, FileNotFoundError) and str(typo.parent) in str(err.value)
+    proc = memos("import", "--store", str(typo), "--session", "s", stdin='{"role": "user", "content": "hi"}\n')
+    one_line_error(proc, "no folder", str(typo.parent))
+    proc = memos("inspect", "--store", str(typo), "--session", "s")
+    one_line_error(proc, str(typo))
+    assert not (tmp_path / "nonexistent").exists()  # nothing was made at the typo
+    store = MemoryStore(typo, create_folder=True)  # asked for: the folders are made
+    with Memory("s", store=store) as mem:
+        mem.add({"role": "user", "content": "hi"})
+    store.close()
+    assert typo.is_file()
+
+
+def test_import_pages_to_the_budget_the_exported_session_was_used_with(tmp_path):
+    import json
+
+    from memos import Memory
+
+    source = str(tmp_path / "a.db")
+    with Memory("trip", user="ana", store=source, budget=1024) as mem:
+        mem.add([{"role": "user", "content": f"Question {i} about the Lisbon trip."} for i in range(3)])
+    exported = memos("export", "--store", source, "--user", "ana", "--session", "trip", unset=("MEMOS_BUDGET_TOKENS",))
+    assert exported.returncode == 0, exported.stderr
+    header, *messages = [json.loads(line) for line in exported.stdout.splitlines()]
+    assert header["budget_tokens"] == 1024 and len(messages) == 3 and all("role" in m for m in messages)
+    target = str(tmp_path / "b.db")
+    for session, extra, budget in (("copy", (), 1024), ("wider", ("--budget", "4096"), 4096)):
+        proc = memos("import", "--store", target, "--user", "ana", "--session", session, *extra,
+                     stdin=exported.stdout, unset=("MEMOS_BUDGET_TOKENS",))
+        assert proc.returncode == 0, proc.stderr
+        inspected = memos("inspect", "--store", target, "--user", "ana", "--session", session, "--json",
+                          unset=("MEMOS_BUDGET_TOKENS",))
+        snap = json.loads(inspected.stdout)
+        assert snap["stats"]["budget_tokens"] == budget and snap["stats"]["messages"] == 3

@@ -156,8 +156,10 @@ def _chat(args: argparse.Namespace) -> int:
     return 0
 
 
-def _open(args: argparse.Namespace, *, must_exist: bool = True) -> Any:
-    """The session named on the command line, opened read-mostly (no background indexer)."""
+def _open(args: argparse.Namespace, *, must_exist: bool = True, budget_else: int | None = None) -> Any:
+    """The session named on the command line, opened read-mostly (no background indexer).
+    Its budget: ``--budget``, else ``MEMOS_BUDGET_TOKENS``, else the one the session was used
+    with, else ``budget_else`` (an export's), else the default."""
     from dataclasses import replace
 
     from ..core.config import MemosSettings
@@ -173,7 +175,7 @@ def _open(args: argparse.Namespace, *, must_exist: bool = True) -> Any:
     try:
         budget = getattr(args, "budget", None)
         if not budget and "budget_tokens" not in environment().settings_given:  # the budget the session is used with
-            budget = held.recorded_budget(validate_namespace((args.user, args.agent, args.session)))
+            budget = held.recorded_budget(validate_namespace((args.user, args.agent, args.session))) or budget_else
         if budget:
             settings = replace(settings, budget_tokens=budget)
         mem = Memory(args.session, user=args.user, agent=args.agent, store=store, settings=settings)
@@ -238,10 +240,11 @@ def _inspect_cmd(args: argparse.Namespace) -> int:
 
 
 def _export_cmd(args: argparse.Namespace) -> int:
-    from ..session.transfer import export_messages
+    from ..session.transfer import export_header, export_messages
 
     mem = _open(args)
     try:
+        sys.stdout.write(json.dumps(export_header(mem), ensure_ascii=False) + "\n")
         for m in export_messages(mem):
             sys.stdout.write(json.dumps(m, ensure_ascii=False) + "\n")
     finally:
@@ -251,25 +254,29 @@ def _export_cmd(args: argparse.Namespace) -> int:
 
 def _import_cmd(args: argparse.Namespace) -> int:
     from ..core.errors import InvalidMessage
-    from ..session.transfer import import_messages
+    from ..session.transfer import import_messages, read_header
 
     if args.file not in (None, "-") and not Path(args.file).is_file():
         raise SystemExit(f"error: no file at {args.file}")
-    mem = _open(args, must_exist=False)
-    source = sys.stdin if args.file in (None, "-") else open(args.file, encoding="utf-8")  # noqa: SIM115
+    if args.file in (None, "-"):
+        lines = list(sys.stdin)
+    else:
+        with open(args.file, encoding="utf-8") as source:
+            lines = list(source)
+    header = next((read_header(line) for line in lines if line.strip()), None)
+    exported = header.get("budget_tokens") if header is not None else None
+    mem = _open(args, must_exist=False, budget_else=exported if isinstance(exported, int) else None)
     try:
         if mem.history() and not args.append:
             raise SystemExit(f"error: session {args.user}/{args.agent}/{args.session} already has messages; "
                              "use --append to add after them")
-        n = import_messages(mem, source)
+        n = import_messages(mem, lines)
         mem.flush()
     except InvalidMessage as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     finally:
         mem.close()
-        if source is not sys.stdin:
-            source.close()
     print(f"imported {n} messages into {args.user}/{args.agent}/{args.session}", file=sys.stderr)
     return 0
 
@@ -389,7 +396,8 @@ def _parser() -> argparse.ArgumentParser:
     imp.add_argument("--file", default=None, help="read this file instead of stdin")
     imp.add_argument("--append", action="store_true", help="add after the messages the session already has")
     imp.add_argument("--budget", type=int, default=None, help="prompt budget the pager works to while importing "
-                                                                 "(default MEMOS_BUDGET_TOKENS or 8192)")
+                                                                 "(default MEMOS_BUDGET_TOKENS, else the exported "
+                                                                 "session's, else 8192)")
     mcp = sub.add_parser("mcp", help="serve a user's memory to MCP clients over stdio (needs the mcp extra)")
     mcp.add_argument("--store", default=None, help="store path or SQLAlchemy URL (default MEMOS_STORE or ./memos.db)")
     mcp.add_argument("--user", default="default", help="whose memory to serve (default default)")

@@ -14,7 +14,7 @@ changed when one is raised.
 
 from __future__ import annotations
 
-__all__ = ["BudgetExceeded", "InvalidMessage", "InvalidNamespace", "MemosError", "PinLimitExceeded"]
+__all__ = ["BudgetExceeded", "InvalidMessage", "InvalidNamespace", "MemosError", "PinLimitExceeded", "StoreNotFound"]
 
 
 class MemosError(Exception):
@@ -27,6 +27,11 @@ class InvalidMessage(MemosError, ValueError):
 
 class InvalidNamespace(MemosError, ValueError):
     """A namespace label (user, agent, session) is empty, not a string, or holds the separator."""
+
+
+class StoreNotFound(MemosError, FileNotFoundError):
+    """A SQLite store path whose folder does not exist (a typo would otherwise start an
+    empty memory there): create the folder, or ask memos to (``create_folder=True``)."""
 
 
 class BudgetExceeded(MemosError):

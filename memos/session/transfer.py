@@ -17,9 +17,11 @@ from ..core.errors import InvalidMessage
 from ..tiers.hot import render_text
 from .memory import Memory
 
-__all__ = ["EXPORT_KEYS", "export_messages", "import_messages", "snapshot"]
+__all__ = ["EXPORT_KEYS", "HEADER_KEY", "export_header", "export_messages", "import_messages", "read_header", "snapshot"]
 
 EXPORT_KEYS = ("id", "seq", "time")
+# the key of an export's first line, which tells whose session it was and its budget
+HEADER_KEY = "memos_export"
 _IMPORT_BATCH = 200
 
 
@@ -60,6 +62,23 @@ def snapshot(mem: Memory) -> dict[str, Any]:
     }
 
 
+def export_header(mem: Memory) -> dict[str, Any]:
+    """The first line of an export: whose session it is and the budget it was used with
+    (``memos import`` pages to that budget unless told another)."""
+    user, agent, session = mem.namespace
+    return {HEADER_KEY: 1, "user": user, "agent": agent, "session": session,
+            "budget_tokens": mem.settings.budget_tokens}
+
+
+def read_header(line: str) -> dict[str, Any] | None:
+    """The header of an export if ``line`` is one (see :func:`export_header`), else ``None``."""
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return data if isinstance(data, dict) and HEADER_KEY in data else None
+
+
 def export_messages(mem: Memory) -> Iterator[dict[str, Any]]:
     """Every logged message of the session, in order: the OpenAI message plus id, seq, time."""
     for m in mem.history():
@@ -70,11 +89,12 @@ def import_messages(mem: Memory, lines: Iterable[str]) -> int:
     """Add the messages of an export (JSONL lines) to ``mem`` in order; returns how many.
 
     Every line is parsed and validated before anything is added, so a bad file adds
-    nothing; :class:`~memos.core.errors.InvalidMessage` names the line and the problem.
+    nothing; :class:`~memos.core.errors.InvalidMessage` names the line and the problem. An
+    export's header line (:func:`export_header`) is not a message and is skipped.
     """
     batch: list[dict[str, Any]] = []
     for n, line in enumerate(lines, 1):
-        if not line.strip():
+        if not line.strip() or (not batch and read_header(line) is not None):
             continue
         try:
             data = json.loads(line)

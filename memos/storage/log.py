@@ -189,8 +189,8 @@ def chunks(items: Sequence[str], size: int = 500) -> Iterator[Sequence[str]]:
 class Store:
     """Reads and writes one database. Every method is scoped by a namespace."""
 
-    def __init__(self, store: str | Path | Engine) -> None:
-        self.engine = store if isinstance(store, Engine) else make_engine(store)
+    def __init__(self, store: str | Path | Engine, *, create_folder: bool = False) -> None:
+        self.engine = store if isinstance(store, Engine) else make_engine(store, create_folder=create_folder)
         ensure_schema(self.engine)
 
     def close(self) -> None:

@@ -23,6 +23,8 @@ from sqlalchemy.pool import StaticPool
 from sqlmodel import SQLModel, create_engine
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
 
+from ..core.errors import StoreNotFound
+
 __all__ = ["METADATA", "MemosModel", "ensure_schema", "make_engine"]
 
 
@@ -116,8 +118,10 @@ def in_memory(database: str | URL | Engine) -> bool:
     return url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
 
 
-def make_engine(store: str | Path) -> Engine:
-    """An engine for an SQLAlchemy URL, or for a SQLite file when given a path. Raises
+def make_engine(store: str | Path, *, create_folder: bool = False) -> Engine:
+    """An engine for an SQLAlchemy URL, or for a SQLite file when given a path (the file is
+    made on first use; its folder must exist, or is made with ``create_folder``). Raises
+    :class:`~memos.core.errors.StoreNotFound` for a path whose folder does not exist, and
     ``ValueError`` for anything else (another type, an empty path, a folder, a URL SQLAlchemy
     cannot open)."""
     if not isinstance(store, (str, os.PathLike)) or not str(store).strip():
@@ -128,7 +132,11 @@ def make_engine(store: str | Path) -> Engine:
         if url != ":memory:":
             if path.is_dir():
                 raise ValueError(f"store {url!r} is a folder; give a SQLite file path, such as {str(path / 'memos.db')!r}")
-            path.parent.mkdir(parents=True, exist_ok=True)
+            if create_folder:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            elif not path.parent.is_dir():
+                raise StoreNotFound(f"no folder {str(path.parent)!r} for the store {path.name!r} (a typo?): create the "
+                                    "folder first, or pass MemoryStore(path, create_folder=True) to have it made")
             url = f"sqlite:///{path}"
         else:
             url = "sqlite://"

@@ -59,13 +59,14 @@ class TierStore(Store):
     ``embedder`` replaces the all-MiniLM-L6-v2 model, whose folder is ``embedding_model_dir``
     or ``MEMOS_EMBEDDING_MODEL_DIR``. ``token_index`` (default ``MEMOS_TOKEN_INDEX``, on)
     stores each archived item's token states beside its vector and ranks search candidates
-    by them too (:mod:`memos.tiers.late`), where the embedder gives them.
+    by them too (:mod:`memos.tiers.late`), where the embedder gives them. A SQLite file's
+    folder must exist (a typo would start an empty memory): ``create_folder`` makes it.
     """
 
     def __init__(self, store: str | Path | Engine | None = None, *, archive: str | Path | ArchiveBackend | None = None,
                  embedder: Embedder | None = None, embedding_model_dir: str | Path | None = None,
-                 token_index: bool | None = None) -> None:
-        super().__init__(store if store is not None else environment().store.url)
+                 token_index: bool | None = None, create_folder: bool = False) -> None:
+        super().__init__(store if store is not None else environment().store.url, create_folder=create_folder)
         if token_index is None:
             token_index = environment().store.token_index
         self.token_index = token_index
