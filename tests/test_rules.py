@@ -612,7 +612,7 @@ def test_the_items_of_a_list_of_rules_are_pinned_with_its_heading(model, monkeyp
             c[0] += bool(shown) and label
             c[1] += bool(shown) and not label
             c[2] += not shown and label
-    for lang, (tp, fp, fn) in counts.items():  # recorded in the README
+    for lang, (tp, fp, fn) in counts.items():  # recorded in docs/rules-and-facts.md
         assert tp / (tp + fp) >= 0.9 and tp / (tp + fn) >= 0.9, (lang, tp, fp, fn)
 
 

@@ -135,7 +135,7 @@ class RuleExtractor:
     attributes: AttributeClassifier | None = None
     # every "我的X是Y" too: off by default (only a phone number or email is kept), since at 1,024
     # tokens on MemDaily the facts took the room of the messages asked about (target recall
-    # 0.638 -> 0.569 on two files); see the README
+    # 0.638 -> 0.569 on two files); see docs/rules-and-facts.md
     chinese_attributes: bool = False
     revocations: RevocationClassifier | None = None
     corrections: CorrectionClassifier | None = None
