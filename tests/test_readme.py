@@ -44,6 +44,29 @@ def test_readme_snippet_runs(tmp_path, name, expected):
         assert fragment in proc.stdout, (fragment, proc.stdout)
 
 
+def test_the_quick_start_run_twice_keeps_one_system_message_and_the_budget(tmp_path):
+    from memos import TokenCounter
+
+    (tmp_path / "quickstart.py").write_text(snippet("quickstart"), encoding="utf-8")
+    said = ["I never fly Ryanair; book me trains where you can.", "My booking reference is PNR-55120.",
+            *(f"Question {i}: what can I see near the station in Porto on day {i}?" + " Details please." * 20
+              for i in range(25))]
+    with FakeOpenAI() as srv:
+        env = {**os.environ, "OPENAI_BASE_URL": srv.url, "OPENAI_API_KEY": "test", "PYTHONPATH": str(ROOT)}
+        for lines in (said, ["Remind me: what was my booking reference?"]):  # a first run, then the user comes back
+            proc = subprocess.run([sys.executable, "quickstart.py"], cwd=tmp_path, env=env, input="\n".join(lines) + "\n",
+                                  capture_output=True, text=True, timeout=600)
+            assert proc.returncode == 0, proc.stderr[-3000:]
+        requests = [r for r in srv.requests if r.get("messages")]
+    counter = TokenCounter()
+    assert len(requests) > len(said)
+    for r in requests:
+        assert counter.count_messages(r["messages"]) + counter.count_tools(r["tools"]) <= 8192
+        assert [m.get("content") for m in r["messages"]].count("You are a travel assistant.") == 1
+        assert r["messages"][0]["content"] == "You are a travel assistant."
+    assert "PNR-55120" in proc.stdout  # the second run remembers the first
+
+
 def test_the_configuration_table_lists_every_setting_with_its_default():
     """Every ``MemosSettings`` field is read from ``MEMOS_<FIELD>``; the table in
     docs/configuration.md (which the README links) names each one with the default the code has."""
