@@ -301,3 +301,21 @@ def test_the_recorded_memdaily_ceiling_is_what_the_data_gives():
         now = ceiling(SHARED / "data" / "memdaily", start=int(start), budget=doc["params"]["budget"])["results"]
         assert recorded["all"]["ceiling"] == now["all"]["ceiling"]
         assert [f["ceiling"] for f in recorded["files"]] == [f["ceiling"] for f in now["files"]]
+
+
+def test_a_results_file_names_the_commit_it_measured(tmp_path):
+    import json
+    import subprocess
+    from pathlib import Path
+
+    from memos.cli.bench import write_results
+
+    root = Path(__file__).resolve().parents[1]
+    path = write_results({"benchmark": "x", "params": {"budget": 1024}, "results": []}, "x", str(tmp_path / "x.json"),
+                         say=lambda _: None)
+    code = json.loads(path.read_text())["code"]
+    if not (root / ".git").exists():
+        assert code == {"version": __import__("memos").__version__}
+        return
+    head = subprocess.run(["git", "rev-parse", "--short=7", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
+    assert code["commit"] == head and isinstance(code["uncommitted_changes"], bool)

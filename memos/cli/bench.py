@@ -14,7 +14,7 @@ from ..bench.memdaily import STRATEGIES as DAILY
 from ..bench.progress import Progress
 from ..bench.strategies import STRATEGIES
 
-__all__ = ["bench", "results_path", "write_results"]
+__all__ = ["bench", "code_version", "results_path", "write_results"]
 
 
 def _ints(text: str, what: str) -> list[int]:
@@ -44,8 +44,32 @@ def results_path(name: str, out: str | None = None) -> Path:
     return path
 
 
+def code_version() -> dict[str, Any]:
+    """What code a run measured: the checkout's commit and whether files differed from it,
+    or the installed version when memos does not run from a git checkout."""
+    import subprocess
+
+    import memos
+
+    root = Path(memos.__file__).resolve().parents[1]
+
+    def git(*args: str) -> str | None:
+        try:
+            proc = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return proc.stdout.strip() if proc.returncode == 0 else None
+
+    commit = git("rev-parse", "--short=7", "HEAD") if (root / ".git").exists() else None
+    if commit is None:
+        return {"version": memos.__version__}
+    return {"commit": commit, "uncommitted_changes": bool(git("status", "--porcelain", "--untracked-files=no", "memos"))}
+
+
 def write_results(result: dict[str, Any], name: str, out: str | None, say: Any = print) -> Path:
-    """Write ``result`` as JSON to :func:`results_path` and say where."""
+    """Write ``result`` as JSON to :func:`results_path`, with the code it measured
+    (:func:`code_version`), and say where."""
+    result = {**result, "code": code_version()}
     path = results_path(name, out)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
