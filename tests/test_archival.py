@@ -25,6 +25,8 @@ from memos.tiers.archival import rrf
 from memos.tiers.warm import EARLIER, OLDEST
 from tests.conftest import EMBEDDING_DIR, assistant, needs_model, tool_chain, user
 
+pytestmark = [pytest.mark.postgres, pytest.mark.chroma_server]  # rerun by .ci/run on a PostgreSQL / Chroma server
+
 
 @needs_model
 def test_embeddings_reproduce_the_reference_vectors():

@@ -11,6 +11,8 @@ from memos.storage.log import Store
 from memos.tiers.cold import ColdTier, Fact, FactCandidate, FactOp, decide
 from tests.conftest import assistant, tool_chain, user
 
+pytestmark = pytest.mark.postgres  # rerun by .ci/run on a PostgreSQL server
+
 ADDRESSES = ["12 Baker Street, London NW1 6XE", "14 Rua Augusta, 1100-053 Lisbon", "42 Rua do Ouro, 1100-060 Lisbon"]
 
 

@@ -18,6 +18,8 @@ from memos.text.sentences import split_sentences
 from memos.tiers.cold import ColdTier, FactCandidate
 from tests.conftest import assistant, user
 
+pytestmark = pytest.mark.postgres  # rerun by .ci/run on a PostgreSQL server
+
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "corrections.json"
 MINE = "+351 912 345 678"
 NEW = "+351 913 000 111"

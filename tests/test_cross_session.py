@@ -18,6 +18,8 @@ from memos.session.transfer import export_messages
 
 from .conftest import POSTGRES, assistant, needs_model, user
 
+pytestmark = [pytest.mark.postgres, pytest.mark.chroma_server]  # rerun by .ci/run on a PostgreSQL / Chroma server
+
 PASSPORT = "X4471-2290"
 
 

@@ -20,6 +20,8 @@ from memos.core.sections import RECALL_HEADER, find_orphans
 from memos.session.transfer import export_messages, import_messages
 from tests.conftest import POSTGRES, assistant, needs_model, tool_chain, user
 
+pytestmark = pytest.mark.postgres  # rerun by .ci/run on a PostgreSQL server
+
 ROOT = Path(__file__).resolve().parents[1]
 KILLS = int(os.environ.get("MEMOS_KILL_ROUNDS", "50"))
 

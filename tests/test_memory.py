@@ -10,6 +10,8 @@ from memos import BudgetExceeded, InvalidNamespace, Memory, MemosSettings, Pagin
 from memos.core.sections import PINNED_HEADER, SUMMARY_HEADER, find_orphans
 from tests.conftest import assistant, tool_chain, user
 
+pytestmark = [pytest.mark.postgres, pytest.mark.chroma_server]  # rerun by .ci/run on a PostgreSQL / Chroma server
+
 
 def fill(mem: Memory, turns: int, *, result_words: int = 60, start: int = 0) -> None:
     for i in range(start, start + turns):

@@ -11,6 +11,8 @@ from memos.text.search import index_text, query_terms, tokens
 
 from .conftest import POSTGRES, assistant, user
 
+pytestmark = pytest.mark.postgres  # rerun by .ci/run on a PostgreSQL server
+
 
 def test_tokens_keep_ids_whole_and_split_chinese_into_characters_and_bigrams():
     assert tokens("Order ORD-12345 ships") == ["order", "ord-12345", "ships"]

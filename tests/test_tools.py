@@ -14,6 +14,8 @@ from memos.adapters.tools import REGISTRY, TOOLS
 from memos.core.sections import RECALL_HEADER
 from tests.conftest import user
 
+pytestmark = [pytest.mark.postgres, pytest.mark.chroma_server]  # rerun by .ci/run on a PostgreSQL / Chroma server
+
 
 def call(name: str, args, call_id: str = "call_1") -> dict:
     return {"id": call_id, "type": "function",
