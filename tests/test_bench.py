@@ -60,6 +60,11 @@ def test_locomo_smoke_run_writes_the_documented_shape(tmp_path, capsys):
     full = next(r for r in result["results"] if r["strategy"] == "full_history")
     assert full["metrics"]["evidence_recall"] == 1.0
     assert "evidence recall" in capsys.readouterr().out
+    assert result["code"]["commit"] or result["code"]["version"]
+    for r in result["results"]:  # the per-question scores the metrics are the means of
+        items = [q for qs in r["per_question"].values() for q in qs]
+        assert len(items) == 6
+        assert round(sum(q["answer_contained"] for q in items) / 6, 4) == round(r["metrics"]["answer_containment"], 4)
 
 
 @pytest.mark.skipif(not LOCOMO.is_file(), reason="LoCoMo data is not beside the repository")
@@ -104,6 +109,9 @@ def test_prefeval_smoke_run_writes_the_documented_shape(tmp_path):
     assert by["memos"]["by_filler"] == {"4": 1.0, "40": 1.0}  # ten preferences, each pinned when stated
     for r in result["results"]:
         assert r["metrics"]["sessions"] == 20 and (r["strategy"] == "full_history" or r["metrics"]["over_budget"] == 0)
+        for n in ("4", "40"):
+            hits = r["per_preference"][n]
+            assert len(hits) == 10 and round(sum(hits) / 10, 4) == round(r["by_filler"][n], 4)
 
 
 def test_prefeval_rejects_more_filler_than_exists(capsys):
@@ -244,6 +252,8 @@ def test_memdaily_runs_on_files_of_its_shape_and_names_one_that_is_not(tmp_path,
     assert all(m["questions"] == 2 and m["over_budget"] == 0 and m["mean_context_tokens"] <= 1024 for m in by.values())
     # both targets are 120 messages back, out of a 1,024-token window, and share words with their question
     assert by["sliding_window"]["target_recall"] == 0.0 and by["memos"]["target_recall"] == 1.0
+    per = {r["strategy"]: r["per_question"] for r in result["results"]}
+    assert per["memos"] == {"01_toy": [1.0, 1.0]} and per["sliding_window"] == {"01_toy": [0.0, 0.0]}
     (data / "02_other.json").write_text(json.dumps({"results": [0.5]}), encoding="utf-8")
     assert main(["bench", "memdaily", "--data", str(data), "--strategies", "bm25"]) == 1
     said = capsys.readouterr().err

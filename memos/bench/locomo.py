@@ -160,6 +160,7 @@ def run_locomo(
             turns = 0
             query_ms: list[float] = []
             over = 0
+            per_question: dict[str, list[dict[str, Any]]] = {}  # each question's scores, in the conversation's order
             for conv in convs:
                 strat = make_strategy(name, counter, budget)
                 t0 = time.perf_counter()
@@ -187,9 +188,12 @@ def run_locomo(
                         by_cat[q["category"]]["evidence_recall"].append(r)
                     ans.append(a)
                     by_cat[q["category"]]["answer_containment"].append(a)
+                    per_question.setdefault(conv.sample_id, []).append(
+                        {"evidence_recall": None if r is None else round(r, 4), "answer_contained": a})
                     if judge is not None:
                         _, ok = judge.grade(ctx, q["question"], q["answer"])
                         judged.append(float(ok))
+                        per_question[conv.sample_id][-1]["llm_correct"] = float(ok)
                         by_cat[q["category"]]["llm_accuracy"].append(float(ok))
                 strat.close()
                 done += 1
@@ -205,6 +209,7 @@ def run_locomo(
                     **({"llm_accuracy": mean(judged)} if judge else {}),
                 },
                 "by_category": {CATEGORIES[c]: {k: mean(v) for k, v in d.items()} for c, d in by_cat.items()},
+                "per_question": per_question,
             })
     return {
         "benchmark": "locomo",

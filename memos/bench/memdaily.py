@@ -90,6 +90,7 @@ def run_memdaily(data: str | Path, *, budget: int = 1024, trajectories: int = 40
     for name in strategies:
         recall: list[float] = []
         by_file: dict[str, float] = {}
+        per_question: dict[str, list[float]] = {}  # each question's score, in the file's order
         tokens: list[int] = []
         over = 0
         query_ms: list[float] = []
@@ -107,6 +108,7 @@ def run_memdaily(data: str | Path, *, budget: int = 1024, trajectories: int = 40
                 strat.close()
             recall += scores
             by_file[ep.name] = mean(scores)
+            per_question[ep.name] = [round(s, 4) for s in scores]
             done += 1
             if progress:
                 progress(done, total, f"{name}: {ep.name}")
@@ -114,7 +116,7 @@ def run_memdaily(data: str | Path, *, budget: int = 1024, trajectories: int = 40
                         "metrics": {"target_recall": mean(recall), "questions": len(recall),
                                     "mean_context_tokens": round(sum(tokens) / max(1, len(tokens)), 1),
                                     "over_budget": over, "ms_per_question": mean(query_ms)},
-                        "by_file": by_file})
+                        "by_file": by_file, "per_question": per_question})
     return {"benchmark": "memdaily",
             "params": {"data": str(data), "budget": budget, "trajectories_per_file": trajectories, "first_trajectory": start,
                        "files": [e.name for e in episodes], "tokens": counter.encoding_name,

@@ -63,6 +63,7 @@ def run_prefeval(
     for name in strategies:
         metrics: dict[str, Any] = {}
         by_topic: dict[str, dict[str, list[float]]] = {}
+        per_preference: dict[str, list[float]] = {}  # by filler count: each preference's hit, in load order
         tokens: list[int] = []
         ms: list[float] = []
         over = 0
@@ -86,6 +87,7 @@ def run_prefeval(
                 hits.append(hit)
                 by_topic.setdefault(p["topic"], {}).setdefault(str(n), []).append(hit)
             metrics[f"preference_in_context@{n}"] = mean(hits)
+            per_preference[str(n)] = hits
             done += 1
             if progress:
                 progress(done, total, f"{name}, {n} filler messages")
@@ -100,6 +102,7 @@ def run_prefeval(
             "metrics": metrics,
             "by_filler": {str(n): metrics[f"preference_in_context@{n}"] for n in fillers},
             "by_topic": {t: {k: mean(v) for k, v in d.items()} for t, d in sorted(by_topic.items())},
+            "per_preference": per_preference,
         })
     return {
         "benchmark": "prefeval",
