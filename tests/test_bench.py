@@ -122,6 +122,7 @@ def test_prefeval_rejects_more_filler_than_exists(capsys):
     assert main(["bench", "prefeval", "--data", "/nonexistent"]) == 2
 
 
+@pytest.mark.slow
 def test_tokens_smoke_run(tmp_path):
     out = tmp_path / "tokens.json"
     assert main(["bench", "tokens", "--turns", "40", "--budget", "1024", "--out", str(out)]) == 0
@@ -135,6 +136,7 @@ def test_tokens_smoke_run(tmp_path):
     assert by["memos"]["cumulative_tokens"] < by["full_history"]["cumulative_tokens"]
 
 
+@pytest.mark.slow
 def test_overhead_smoke_run(tmp_path):
     out = tmp_path / "overhead.json"
     assert main(["bench", "overhead", "--sizes", "60,120", "--turns", "10", "--out", str(out)]) == 0

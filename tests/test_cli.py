@@ -73,6 +73,7 @@ def test_debug_shows_the_traceback(tmp_path, where):
     assert proc.returncode != 0 and "Traceback" in proc.stderr and "DatabaseError" in proc.stderr
 
 
+@pytest.mark.slow
 def test_bench_reports_progress_off_a_terminal_and_never_overwrites_results(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     runs = [subprocess.run([sys.executable, "-m", "memos", "bench", "tokens", "--turns", "40", "--budget", "1024"],
@@ -151,6 +152,7 @@ def test_a_store_that_cannot_be_opened_names_its_path_and_the_fix():
     assert "/srv/readonly/memos.db" in describe_error(exc, "/srv/readonly/memos.db")
 
 
+@pytest.mark.slow
 def test_export_into_a_reader_that_stops_early_says_nothing(tmp_path):
     from memos import Memory
 

@@ -42,6 +42,7 @@ def test_the_corpus_has_a_fixed_split_with_both_languages_and_one_value_in_each_
         assert len(list(instances(r["text"]))) == 1, r["id"]
 
 
+@pytest.mark.slow
 def test_recorded_results_are_those_of_the_shipped_weights(tmp_path):
     recorded = json.loads(RESULTS.read_text())["results"]
     now = evaluate(data=tmp_path / "absent")["results"]

@@ -11,6 +11,8 @@ import pytest
 from memos.cli.app import main
 from memos.demo import CONSTRAINTS, IDENTIFIERS, demo_session, run_demo
 
+pytestmark = pytest.mark.slow  # each runs the packaged demo (a minute or more)
+
 
 def test_the_session_is_long_and_has_what_the_demo_needs():
     turns = demo_session()

@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 KILLS = int(os.environ.get("MEMOS_KILL_ROUNDS", "50"))
 
 
+@pytest.mark.slow
 @needs_model  # it checks the vectors against the archive after each restart
 @pytest.mark.skipif(bool(POSTGRES), reason="the kill test checks a local SQLite file")
 def test_sigkill_at_random_moments_loses_nothing_and_leaves_nothing_half_done(tmp_path):
@@ -191,6 +192,7 @@ def test_processes_opening_a_new_store_at_once_all_succeed(store, tmp_path):
     mem.close()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(bool(POSTGRES), reason="two processes on one SQLite file")
 def test_two_processes_on_one_sqlite_store_lose_nothing(tmp_path):
     store = tmp_path / "shared.db"

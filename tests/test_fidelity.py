@@ -342,6 +342,7 @@ def rule_sessions(draw):
     return rules, gaps, budget, draw(st.integers(0, 1000))
 
 
+@pytest.mark.slow
 @settings(max_examples=int(__import__("os").environ.get("MEMOS_HYPOTHESIS_EXAMPLES", "25")), deadline=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(case=rule_sessions())

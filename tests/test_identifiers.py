@@ -7,6 +7,7 @@ import random
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -58,6 +59,7 @@ ops = st.lists(st.one_of(
 ), min_size=30, max_size=90)
 
 
+@pytest.mark.slow
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=ops, seed=st.integers(0, 10_000), budget=st.integers(700, 1600))
 def test_no_id_of_the_session_is_lost_when_the_summariser_drops_them(ops, seed, budget):

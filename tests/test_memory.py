@@ -258,6 +258,7 @@ def test_sessions_and_users_do_not_see_each_other(store):
         Memory("", store=store)
 
 
+@pytest.mark.slow
 def test_logged_rows_are_looked_up_by_id_not_by_reading_the_session(tmp_path):
     from sqlalchemy import event
 

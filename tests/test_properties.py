@@ -105,9 +105,21 @@ def _values(msg: dict) -> dict:
     return out
 
 
+@pytest.mark.slow
 @settings(max_examples=int(__import__("os").environ.get("MEMOS_HYPOTHESIS_EXAMPLES", "100")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=st.lists(op, min_size=20, max_size=80), conf=memo_settings())
 def test_paging_invariants_hold_for_random_sessions(ops, conf):
+    run_session(ops, conf)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=st.lists(op, min_size=20, max_size=80), conf=memo_settings())
+def test_paging_invariants_hold_for_a_few_random_sessions(ops, conf):
+    # the same invariants on a dozen sessions, in the quick run; the slow one draws a hundred
+    run_session(ops, conf)
+
+
+def run_session(ops, conf) -> None:
     with tempfile.TemporaryDirectory() as d:
         mem = Memory("prop", store=str(Path(d) / "m.db"), settings=conf)
         added: list[dict] = []

@@ -62,6 +62,7 @@ def test_recorded_results_are_those_of_the_shipped_weights(tmp_path):
         assert recorded["results"][name] == now[name], name
 
 
+@pytest.mark.slow
 @needs_model
 def test_recorded_minilm_results_are_those_of_the_shipped_weights(tmp_path):
     recorded = json.loads(RESULTS.read_text())["minilm"]["results"]
@@ -111,6 +112,7 @@ def test_each_language_is_judged_at_its_own_threshold():
     assert not any(j.is_rule for j in RuleClassifier(threshold=(max(c.score(zh), c.score(en)) + 1) / 2).judge([zh, en]))
 
 
+@pytest.mark.slow
 @needs_model
 def test_minilm_judges_english_better_than_the_ngrams_alone_on_the_test_split(tmp_path):
     minilm = MiniLMRuleClassifier()
@@ -394,6 +396,7 @@ def test_a_chatty_user_gets_their_rules_pinned_and_little_else(model, monkeypatc
     assert len(others) <= (0 if model == "minilm" else 2), others
 
 
+@pytest.mark.slow
 def test_the_revocation_sets_are_their_own_and_their_recorded_results_are_those_of_the_code(tmp_path):
     from benchmarks.revocations import evaluate as evaluate_revocations
     from benchmarks.revocations import load_lifts, load_revocations

