@@ -27,6 +27,7 @@ def _demo(args: argparse.Namespace) -> int:
 
     console = Console() if sys.stdout.isatty() else Console(width=120)
     out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)  # the demo's own folder
     store = out / "demo.db"
     if store.exists():
         store.unlink()
