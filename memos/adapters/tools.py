@@ -45,8 +45,9 @@ class _Args(BaseModel):
 
 
 class ArchiveArgs(_Args):
-    content: str | None = Field(default=None, max_length=20_000)
-    message_ids: list[str] | None = Field(default=None, max_length=200, description="Ids of earlier messages.")
+    content: str | None = Field(default=None, max_length=20_000, description="Text to save.")
+    message_ids: list[str] | None = Field(default=None, max_length=200,
+                                          description="Ids of logged messages to save verbatim.")
     tags: list[str] | None = Field(default=None, max_length=20, description="Labels for later search.")
 
     @field_validator("content")
@@ -58,12 +59,12 @@ class ArchiveArgs(_Args):
 
 
 class RetrieveArgs(_Args):
-    query: str = Field(max_length=2000)
-    top_k: int | None = Field(default=None, ge=1, le=MAX_TOP_K, description=f"Results, 1-{MAX_TOP_K} (default 5).")
-    since: str | None = Field(default=None, max_length=40, description="ISO 8601: items from then on.")
-    until: str | None = Field(default=None, max_length=40, description="ISO 8601: items up to then.")
+    query: str = Field(max_length=2000, description="What to look for.")
+    top_k: int | None = Field(default=None, ge=1, le=MAX_TOP_K, description=f"How many results, 1-{MAX_TOP_K} (default 5).")
+    since: str | None = Field(default=None, max_length=40, description="Only items from this time on (ISO 8601).")
+    until: str | None = Field(default=None, max_length=40, description="Only items up to this time (ISO 8601).")
     kind: HitKind | None = Field(default=None, description="Only results of this kind.")
-    page: int | None = Field(default=None, ge=1, le=100, description="Page of results (default 1).")
+    page: int | None = Field(default=None, ge=1, le=100, description="Page of results, from 1 (default 1).")
 
     @field_validator("query")
     @classmethod
@@ -74,7 +75,7 @@ class RetrieveArgs(_Args):
 
 
 class PinArgs(_Args):
-    text: str = Field(min_length=1, max_length=500, description="The rule, in one sentence.")
+    text: str = Field(min_length=1, max_length=500, description="The rule or fact, in one sentence.")
 
 
 class FactsArgs(_Args):
@@ -174,24 +175,15 @@ class MemoryTool:
     description: str
     args: type[BaseModel]
     run: Callable[[ToolHost, Any], dict[str, Any]]
-    # optional arguments the function-calling schema leaves out (every request carries it);
-    # a call may still give them, and MCP's input schema lists them
-    unlisted: tuple[str, ...] = ()
 
     def input_schema(self) -> dict[str, Any]:
         """The JSON schema of the arguments as MCP lists it (optional fields not required)."""
         return dict(_untitled(self.args.model_json_schema()))
 
     def schema(self, prefix: str = "") -> dict[str, Any]:
-        """The OpenAI function-calling schema, generated from ``args`` (strict) and made
-        compact (:func:`_compact`): every request carries it."""
-        schema = _compact(dict(openai.pydantic_function_tool(self.args, name=prefix + self.name,
-                                                             description=self.description)))
-        params = schema["function"]["parameters"]
-        for name in self.unlisted:
-            del params["properties"][name]
-            params["required"].remove(name)
-        return schema
+        """The OpenAI function-calling schema, generated from ``args`` (strict)."""
+        return _untitled(dict(openai.pydantic_function_tool(self.args, name=prefix + self.name,
+                                                            description=self.description)))
 
 
 def _untitled(schema: Any) -> Any:
@@ -203,38 +195,15 @@ def _untitled(schema: Any) -> Any:
     return schema
 
 
-# bounds the argument models enforce when a call is run (an error result names the one broken):
-# in the schema they cost tokens on every request and rarely change what the model sends
-_ENFORCED = frozenset({"title", "maxLength", "minLength", "maxItems", "minimum", "maximum"})
-
-
-def _compact(schema: Any) -> Any:
-    """``schema`` without titles and enforced bounds, an optional field's ``anyOf`` of a type
-    and null written as a type list (``["string", "null"]``, as strict mode accepts)."""
-    if isinstance(schema, list):
-        return [_compact(v) for v in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out = {k: _compact(v) for k, v in schema.items() if not (k in _ENFORCED and not isinstance(v, dict))}
-    options = out.get("anyOf")
-    if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
-        other = next(o for o in options if o != {"type": "null"})
-        if isinstance(other.get("type"), str):
-            merged = {**other, "type": [other["type"], "null"]}
-            if "enum" in other:
-                merged["enum"] = [*other["enum"], None]
-            del out["anyOf"]
-            out = {**merged, **out}
-    return out
-
-
 REGISTRY: dict[str, MemoryTool] = {t.name: t for t in (
-    MemoryTool("archive", "Save text, or earlier messages by id, to long-term memory.", ArchiveArgs, _archive,
-               unlisted=("tags",)),
-    MemoryTool("retrieve", "Search long-term memory (earlier messages, notes, facts); results join your context.",
-               RetrieveArgs, _retrieve, unlisted=("top_k", "until", "kind", "page")),
-    MemoryTool("pin", "Keep a rule the user set (e.g. 'no flights before 9am') in every future context.",
-               PinArgs, _pin),
+    MemoryTool("archive", "Save something to long-term memory verbatim, so it can be found later with `retrieve` even "
+               "after it has left the conversation. Give `content` (text to save) or `message_ids` (ids of earlier "
+               "messages to save as they are), and optional `tags`.", ArchiveArgs, _archive),
+    MemoryTool("retrieve", "Search long-term memory (earlier messages, summaries, archived notes and known facts) by "
+               "meaning and keywords. The results are added to your context as recalled memory.", RetrieveArgs,
+               _retrieve),
+    MemoryTool("pin", "Keep a rule or fact the user gave in every future context (for example a constraint like "
+               "'never book flights before 9am'). Use sparingly.", PinArgs, _pin),
     MemoryTool("facts", "List what memory knows about the user: current facts (rules, preferences, identifiers, "
                "details), with their ids.", FactsArgs, _facts),
     MemoryTool("forget", "Forget a fact everywhere, on the user's request: its value is erased from every message, "

@@ -198,7 +198,7 @@ class Memory:
             self._crowding_told = True
             log.warning("the tool schemas (%d tokens) and reserve (%d) take over half of the %d-token budget, "
                         "leaving the conversation %d; pass only the tools the agent calls "
-                        "(tools=mem.tools(names=['retrieve']) is about a third of memos' three) or raise the budget",
+                        "(tools=mem.tools(names=['retrieve']) is about half of memos' three) or raise the budget",
                         tokens, reserve, self.settings.budget_tokens,
                         max(0, self.settings.budget_tokens - tokens - reserve))
         if not self._pins_told:
