@@ -136,7 +136,8 @@ def test_export_then_import_gives_the_same_messages_in_order(store, tmp_path, ca
     capsys.readouterr()
     assert main(["export", "--store", store, "--session", "src"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    rows = [json.loads(line) for line in lines]
+    header, *rows = [json.loads(line) for line in lines]
+    assert header == {"memos_export": 1, "user": "default", "agent": "default", "session": "src", "budget_tokens": 900}
     assert [r["seq"] for r in rows] == list(range(len(original)))
     assert all(r["time"].endswith("Z") and len(r["id"]) == 32 for r in rows)
     assert [{k: v for k, v in r.items() if k not in ("id", "seq", "time")} for r in rows] == original
