@@ -51,4 +51,7 @@ def test_the_tiers_are_reached_through_methods_not_attributes(make_memory):
     counts = mem.archive_counts()
     assert counts.items >= 2 and 0 <= counts.vectors_pending <= counts.items
     mem.flush()
-    assert mem.archive_counts() == (counts.items, 0)
+    if mem.embedding_model() is not None:  # keyword-only (no model here), nothing is ever embedded
+        assert mem.archive_counts() == (counts.items, 0)
+    else:
+        assert mem.archive_counts() == counts
